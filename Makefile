@@ -1,0 +1,43 @@
+# The two commands: `make demo` and `make test`. Both build .venv from nothing but Python.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
+export PYTHONHASHSEED := 0
+
+.PHONY: test demo install lint typecheck pytest docs bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check parallax tests benchmarks examples
+	$(BIN)/ruff format --check parallax tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+test: lint typecheck pytest docs
+
+demo: $(STAMP)
+	$(BIN)/python -m parallax._demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .jax_cache site .pytest_cache .mypy_cache .ruff_cache

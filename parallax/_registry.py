@@ -1,0 +1,209 @@
+"""Environment ids: `register`, `make`, `make_vec`, `registered_ids`.
+
+An id maps to an entry point: a callable, or a lazy `"module:attribute"` string imported on
+first use, so that optional dependencies are only imported when their envs are made.
+Namespaced ids (`"gymnax/CartPole-v1"`) resolve through a namespace factory that receives
+the name after the slash.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._wrappers.autoreset import AutoResetMode, AutoResetWrapper
+from ._wrappers.base import check_positive_int
+from ._wrappers.time_limit import TimeLimit
+from ._wrappers.vmap import VmapWrapper
+
+EntryPoint = Callable[..., Any] | str
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered environment: its id, entry point, default kwargs and a summary."""
+
+    id: str
+    entry_point: EntryPoint
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        """The entry point as a callable (imports a lazy string entry point)."""
+        return _load(self.entry_point)
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+_NAMESPACES: dict[str, tuple[EntryPoint, EntryPoint | None]] = {}
+
+
+def _load(entry: EntryPoint) -> Callable[..., Any]:
+    if callable(entry):
+        return entry
+    module, _, attr = entry.partition(":")
+    if not module or not attr:
+        raise ValueError(f"entry point must be 'module:attribute', got {entry!r}")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"entry point {entry!r} is not callable")
+    return obj
+
+
+def register(id: str, entry_point: EntryPoint, *, summary: str = "", **kwargs: Any) -> EnvSpec:
+    """Register `id` so that `make(id, **overrides)` builds `entry_point(**kwargs, **overrides)`.
+
+    Example:
+        >>> import parallax
+        >>> from parallax.envs import GridWorld
+        >>> _ = parallax.register("MyGrid-v0", GridWorld)
+        >>> parallax.make("MyGrid-v0")
+        GridWorld()
+    """
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"register: id must be a non-empty string, got {id!r}")
+    if "/" in id and id.split("/", 1)[0] in _NAMESPACES:
+        raise ValueError(f"register: id {id!r} clashes with the namespace {id.split('/', 1)[0]!r}")
+    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), summary=summary)
+    _REGISTRY[id] = spec
+    return spec
+
+
+def register_namespace(
+    namespace: str, factory: EntryPoint, list_names: EntryPoint | None = None
+) -> None:
+    """Make `"namespace/NAME"` ids resolve to `factory(NAME, **kwargs)`.
+
+    `list_names()`, if given, returns the names `registered_ids` lists for the namespace.
+    """
+    _NAMESPACES[namespace] = (factory, list_names)
+
+
+def registered_ids(include_namespaces: bool = True) -> list[str]:
+    """Every registered id; with `include_namespaces`, also the namespaced ids whose library
+    is installed."""
+    ids = sorted(_REGISTRY)
+    if include_namespaces:
+        for ns, (_, lister) in sorted(_NAMESPACES.items()):
+            if lister is None:
+                continue
+            try:
+                names = _load(lister)()
+            except ImportError:
+                continue
+            ids.extend(f"{ns}/{name}" for name in names)
+    return ids
+
+
+def spec(id: str) -> EnvSpec:
+    """The `EnvSpec` of a registered (non-namespaced) id."""
+    try:
+        return _REGISTRY[id]
+    except KeyError:
+        raise KeyError(_unknown(id)) from None
+
+
+def _unknown(id: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(id, list(_REGISTRY), n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    return f"no environment registered as {id!r}{hint} (see parallax.registered_ids())"
+
+
+def make(id: str, **kwargs: Any) -> Any:
+    """Build the environment registered as `id`, with keyword overrides.
+
+    Example:
+        >>> import parallax
+        >>> parallax.make("GridWorld-v0")
+        GridWorld()
+    """
+    if id in _REGISTRY:
+        entry = _REGISTRY[id]
+        return entry.load()(**{**entry.kwargs, **kwargs})
+    namespace, sep, name = id.partition("/")
+    if sep and namespace in _NAMESPACES:
+        return _load(_NAMESPACES[namespace][0])(name, **kwargs)
+    raise KeyError(_unknown(id))
+
+
+def make_vec(
+    id: str,
+    num_envs: int,
+    max_episode_steps: int | None = None,
+    autoreset: bool | AutoResetMode = True,
+    *,
+    max_resets_per_step: int | None = None,
+    **kwargs: Any,
+) -> VmapWrapper[Any]:
+    """A batch of `num_envs` copies of `id`: `VmapWrapper(AutoResetWrapper(TimeLimit(env)))`.
+
+    The counterpart of `sekai.make_vec(id, num_envs, vectorization_mode="native")`.
+
+    Args:
+        id: a registered id.
+        num_envs: positive int.
+        max_episode_steps: if given, wrap in `TimeLimit(env, max_episode_steps)`.
+        autoreset: `True` (same-step), `False` (off), or an `AutoResetWrapper` mode.
+        max_resets_per_step: passed to `VmapWrapper` (cheap partial resets).
+        **kwargs: the environment's own keyword arguments.
+
+    Example:
+        >>> import jax, parallax
+        >>> vec = parallax.make_vec("GridWorld-v0", 16, max_episode_steps=50)
+        >>> vec.reset(key=jax.random.key(0)).observation.shape
+        (16, 4)
+    """
+    num_envs = check_positive_int(num_envs, "num_envs", "make_vec")
+    env = make(id, **kwargs)
+    if max_episode_steps is not None:
+        env = TimeLimit(env, check_positive_int(max_episode_steps, "max_episode_steps", "make_vec"))
+    mode: AutoResetMode
+    if autoreset is True:
+        mode = "same-step"
+    elif autoreset is False:
+        mode = "off"
+    else:
+        mode = autoreset
+    if mode != "off":
+        env = AutoResetWrapper(env, mode=mode)
+    return VmapWrapper(env, num_envs, max_resets_per_step=max_resets_per_step)
+
+
+def _register_builtins() -> None:
+    register("GridWorld-v0", "parallax.envs:GridWorld", summary="5x5 grid, walk to a goal")
+    register(
+        "MaskedGridWorld-v0",
+        "parallax.envs:MaskedGridWorld",
+        summary="GridWorld with a legal-action mask",
+    )
+    register("Race-v0", "parallax.envs:Race", summary="3 agents race to 10 (multi-agent)")
+    for env_id, cls, summary in (
+        ("Trading-v0", "TradingEnv", "one asset, discrete target positions (sekai Trading-v0)"),
+        ("Portfolio-v0", "PortfolioEnv", "n assets, continuous weights (sekai Portfolio-v0)"),
+        ("MarketMaking-v0", "MarketMakingEnv", "quote bid/ask offsets (sekai MarketMaking-v0)"),
+        (
+            "OptimalExecution-v0",
+            "OptimalExecutionEnv",
+            "liquidate a block with impact (sekai OptimalExecution-v0)",
+        ),
+    ):
+        register(env_id, f"parallax.finance:{cls}", summary=summary)
+    register_namespace(
+        "gymnax",
+        "parallax.adapters._registry:make_gymnax",
+        "parallax.adapters._registry:gymnax_names",
+    )
+    register_namespace(
+        "brax", "parallax.adapters._registry:make_brax", "parallax.adapters._registry:brax_names"
+    )
+    register_namespace(
+        "mjx", "parallax.adapters._registry:make_mjx", "parallax.adapters._registry:mjx_names"
+    )
+
+
+_register_builtins()

@@ -1,0 +1,130 @@
+"""The `Wrapper` base class and helpers to walk a wrapper stack.
+
+- `Wrapper`: forwards `reset`, `step`, the spaces and unknown attributes to the wrapped env.
+- `unwrap_layers`: the list of layers from the outermost wrapper to the innermost env.
+- `is_vector_env`: whether an env (or wrapper stack) is batched (has `num_envs`).
+- `check_positive_int`: the constructor check shared by the wrappers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic
+
+import numpy as np
+from jaxtyping import PyTree
+
+from .._core import Env, KeyArray, StateT
+
+
+def check_positive_int(value: Any, name: str, owner: str) -> int:
+    """Return `value` as an int, or raise naming `owner`, `name` and the value."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{owner}: {name} must be a positive int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int (>= 1), got {value}")
+    return int(value)
+
+
+def unwrap_layers(env: Any) -> list[Any]:
+    """Every layer of a wrapper stack, outermost first, ending with the base env."""
+    layers = [env]
+    while isinstance(layers[-1], Wrapper):
+        layers.append(layers[-1].env)
+    return layers
+
+
+def is_vector_env(env: Any) -> bool:
+    """Whether `env` runs a batch of environments (it, or a layer below, has `num_envs`)."""
+    return any(
+        "num_envs" in getattr(layer, "__dict__", {}) or hasattr(type(layer), "num_envs")
+        for layer in unwrap_layers(env)
+    )
+
+
+def _describe(env: Any) -> str:
+    return type(env).__name__
+
+
+class Wrapper(Generic[StateT]):
+    """Base class for wrappers: forwards everything to the wrapped `env`.
+
+    Subclasses override `reset`, `step` or the spaces. Unknown attributes are looked up on
+    the wrapped env at run time; when no layer has the name, the `AttributeError` names the
+    whole stack.
+
+    Example:
+        >>> import jax
+        >>> from parallax import Wrapper
+        >>> from parallax.envs import GridWorld
+        >>> class Scaled(Wrapper):
+        ...     def step(self, state, action):
+        ...         state = self.env.step(state, action)
+        ...         return state.__class__(**{**vars(state), "reward": 2 * state.reward})
+        >>> env = Scaled(GridWorld())
+        >>> env.action_space
+        Discrete(4)
+    """
+
+    def __init__(self, env: Env[StateT]) -> None:
+        if env is None:
+            raise TypeError(f"{type(self).__name__}: env must be an environment, got None")
+        for name in ("reset", "step"):
+            if not callable(getattr(env, name, None)):
+                raise TypeError(
+                    f"{type(self).__name__}: env must have a callable `{name}`, got "
+                    f"{type(env).__name__}"
+                )
+        self.env = env
+
+    @property
+    def action_space(self) -> Any:
+        """The wrapped env's action space (unbatched)."""
+        return self.env.action_space
+
+    @property
+    def observation_space(self) -> Any:
+        """The wrapped env's observation space (unbatched)."""
+        return self.env.observation_space
+
+    @property
+    def num_agents(self) -> int:
+        """The wrapped env's number of agent slots (1 for single-agent envs)."""
+        return int(getattr(self.env, "num_agents", 1))
+
+    @property
+    def unwrapped(self) -> Any:
+        """The innermost environment."""
+        return unwrap_layers(self)[-1]
+
+    def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
+        """Reset the wrapped env (keyword arguments such as `state=`/`done=` pass through)."""
+        return self.env.reset(key=key, **kwargs)
+
+    def step(self, state: StateT, action: PyTree) -> StateT:
+        """Step the wrapped env."""
+        return self.env.step(state, action)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails. Guard against recursion before `env` is set
+        # (copy, pickle) and against dunder probes.
+        if name.startswith("__") or "env" not in self.__dict__:
+            raise AttributeError(name)
+        layers = unwrap_layers(self)
+        for layer in layers[1:]:
+            if isinstance(layer, Wrapper):
+                if name in layer.__dict__ or hasattr(type(layer), name):
+                    return getattr(layer, name)
+            else:
+                try:
+                    return getattr(layer, name)
+                except AttributeError:
+                    break
+        stack = " -> ".join(_describe(layer) for layer in layers)
+        raise AttributeError(f"no layer of the wrapper stack {stack} has an attribute {name!r}")
+
+    def _repr_args(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self._repr_args()
+        return f"{type(self).__name__}({self.env!r}{', ' + extra if extra else ''})"

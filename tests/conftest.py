@@ -1,0 +1,41 @@
+"""Strict test configuration shared by the whole suite.
+
+- jaxtyping annotations of `parallax` are checked at run time (beartype), via the import hook
+  installed before `parallax` is first imported;
+- strict dtype promotion and `rank_promotion="raise"` for every test, except tests marked
+  `standard_promotion` (verbatim documentation examples written for JAX's defaults);
+- warnings are errors (pyproject's `filterwarnings`, with narrow third-party exceptions);
+- the `x64` fixture runs a test with `jax_enable_x64` on and off.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+
+from jaxtyping import install_import_hook
+
+with install_import_hook("parallax", "beartype.beartype"):
+    import parallax  # noqa: F401
+
+import jax
+import pytest
+
+jax.config.update("jax_platforms", "cpu")
+
+
+@pytest.fixture(autouse=True)
+def _strict_jax(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("standard_promotion"):
+        yield
+        return
+    with jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
+        yield
+
+
+@pytest.fixture(params=[False, True], ids=["f32", "x64"])
+def x64(request: pytest.FixtureRequest):
+    """Run the test with `jax_enable_x64` off and on; yields the flag."""
+    with jax.enable_x64(request.param):
+        yield request.param
