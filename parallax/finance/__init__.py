@@ -1,0 +1,52 @@
+"""Finance environments in JAX, compatible with sekai 0.2.0's finance envs.
+
+- `TradingEnv` (`Trading-v0`): one asset, a discrete set of target positions.
+- `PortfolioEnv` (`Portfolio-v0`): n assets, continuous target weights.
+- `MarketMakingEnv` (`MarketMaking-v0`): quote bid/ask offsets around a mid price.
+- `OptimalExecutionEnv` (`OptimalExecution-v0`): liquidate a block of shares under impact.
+- cost models, reward functions, samplers and closed-form baselines (Avellaneda-Stoikov,
+  Almgren-Chriss), see the submodules.
+
+Names are resolved lazily, so importing one env does not import the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {
+    # Trading / Portfolio and their shared market, cost and reward machinery
+    "TradingEnv": "._trading",
+    "TradingParams": "._trading",
+    "PortfolioEnv": "._portfolio",
+    "PortfolioParams": "._portfolio",
+    # MarketMaking / OptimalExecution and the closed-form baselines
+    "MarketMakingEnv": "._market_making",
+    "MarketMakingParams": "._market_making",
+    "OptimalExecutionEnv": "._execution",
+    "OptimalExecutionParams": "._execution",
+    "avellaneda_stoikov_action": "._baselines",
+    "avellaneda_stoikov_quotes": "._baselines",
+    "almgren_chriss_trajectory": "._baselines",
+    "almgren_chriss_actions": "._baselines",
+    "expected_shortfall": "._baselines",
+}
+
+
+def _register_lazy(names: dict[str, str]) -> None:
+    """Let a submodule add lazily resolved public names (used by the finance modules)."""
+    _LAZY.update(names)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'parallax.finance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

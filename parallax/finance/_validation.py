@@ -1,0 +1,63 @@
+"""Constructor checks shared by the finance envs, with sekai's messages.
+
+- `finite_number(name, value, bound=None)`: a finite float, optionally `> 0` or `>= 0`.
+- `finite_array(name, value, bound=None)`: a float64 array of finite numbers, likewise.
+- `int_at_least(name, value, minimum)`: an int `>= minimum`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+Bound = Literal[">0", ">=0"] | None
+
+
+def _bound_text(bound: Bound) -> str:
+    return {">0": " > 0", ">=0": " >= 0", None: ""}[bound]
+
+
+def finite_number(name: str, value: Any, bound: Bound = None) -> float:
+    """`value` as a Python float; `ValueError` naming `name` unless finite and within `bound`."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a finite number{_bound_text(bound)}, got {value!r}"
+        ) from None
+    ok = arr.ndim == 0 and bool(np.isfinite(arr))
+    if ok and bound == ">0":
+        ok = bool(arr > 0)
+    if ok and bound == ">=0":
+        ok = bool(arr >= 0)
+    if not ok:
+        raise ValueError(f"{name} must be a finite number{_bound_text(bound)}, got {value!r}")
+    return float(arr)
+
+
+def finite_array(name: str, value: Any, bound: Bound = None) -> np.ndarray:
+    """`value` as a float64 array; `ValueError` naming `name` unless all finite and in `bound`."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must hold finite numbers{_bound_text(bound)}, got {value!r}"
+        ) from None
+    ok = bool(np.all(np.isfinite(arr)))
+    if ok and bound == ">0":
+        ok = bool(np.all(arr > 0))
+    if ok and bound == ">=0":
+        ok = bool(np.all(arr >= 0))
+    if not ok:
+        raise ValueError(f"{name} must hold finite numbers{_bound_text(bound)}, got {value!r}")
+    return arr
+
+
+def int_at_least(name: str, value: Any, minimum: int) -> int:
+    """`value` as an int; `ValueError` naming `name` unless it is an int `>= minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
