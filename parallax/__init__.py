@@ -34,6 +34,7 @@ from ._spaces import stack_space as stack_space
 from ._wrappers.autoreset import AutoResetWrapper as AutoResetWrapper
 from ._wrappers.autoreset import final_observation as final_observation
 from ._wrappers.base import Wrapper as Wrapper
+from ._wrappers.checked import CheckedWrapper as CheckedWrapper
 from ._wrappers.time_limit import TimeLimit as TimeLimit
 from ._wrappers.vmap import VmapWrapper as VmapWrapper
 
@@ -45,6 +46,7 @@ except _PackageNotFoundError:  # running from a source tree without installation
 __all__ = [
     "Agents",
     "AutoResetWrapper",
+    "CheckedWrapper",
     "Env",
     "EnvSpec",
     "MARLEnv",
