@@ -1,0 +1,541 @@
+"""The public draws of ``parallax.rng`` (JAX flavour), re-exported by ``__init__``.
+
+Holds ``episode_key``, ``fold_in``, ``bits``, ``uniform``, ``randint``,
+``bernoulli``, ``normal`` and the ``*_vector`` conveniences. Each draw is a
+pure function of ``(episode_key, step, slot, index)`` plus its parameters;
+arguments are validated where they enter, then handed to a jitted core.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from parallax.rng import _checks, _hash, _normal
+
+_U32 = jnp.uint32
+
+
+def _x64() -> bool:
+    """Whether 64-bit types are enabled right now (at trace time)."""
+    return bool(jax.dtypes.canonicalize_dtype(np.float64) == np.float64)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (jax.Array, np.ndarray)) and not isinstance(value, np.generic)
+
+
+def _counter(name: str, value: Any) -> jax.Array:
+    """A step/slot/index/data argument as a uint32 array (arrays wrap mod 2**32)."""
+    if _is_array(value):
+        _checks.check_counter_dtype(name, value.dtype)
+        return jnp.asarray(value).astype(_U32)
+    if isinstance(value, (list, tuple, range)):
+        arr = np.asarray(value)
+        if arr.size == 0:
+            arr = arr.astype(np.uint32)
+        _checks.check_counter_dtype(name, arr.dtype)
+        return jnp.asarray(arr.astype(np.uint32))
+    return jnp.asarray(np.uint32(_checks.check_counter(name, value)))
+
+
+def _key_words(episode_key: ArrayLike) -> tuple[jax.Array, jax.Array]:
+    """Validate an episode key ``(..., 2)`` uint32 and return its two words."""
+    ek = episode_key if isinstance(episode_key, jax.Array) else jnp.asarray(episode_key)
+    _checks.check_episode_key_array(ek.dtype, tuple(ek.shape))
+    return ek[..., 0], ek[..., 1]
+
+
+def _prepare(
+    episode_key: ArrayLike, step: Any, slot: Any, index: Any
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    k0, k1 = _key_words(episode_key)
+    args = (k0, k1, _counter("step", step), _counter("slot", slot), _counter("index", index))
+    try:
+        jnp.broadcast_shapes(*(a.shape for a in args))
+    except ValueError as err:
+        shapes = ", ".join(
+            f"{n}={a.shape}" for n, a in zip(("key batch", "", "step", "slot", "index"), args) if n
+        )
+        raise ValueError(
+            f"episode_key batch, step, slot and index must broadcast together; got {shapes}"
+        ) from err
+    return args
+
+
+def _prepare_vector(
+    episode_key: ArrayLike, step: Any, slot: Any, num: Any, start: Any
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Like ``_prepare`` with ``index = start + arange(num)`` on a new last axis."""
+    num = _checks.check_count("num", num)
+    start = _checks.check_counter("start", start)
+    if start + num - 1 > _checks.U32_MAX:
+        raise ValueError(f"start + num - 1 must be <= 2**32 - 1, got start={start}, num={num}")
+    k0, k1 = _key_words(episode_key)
+    st, sl = _counter("step", step), _counter("slot", slot)
+    try:
+        batch = jnp.broadcast_shapes(k0.shape, st.shape, sl.shape)
+    except ValueError as err:
+        raise ValueError(
+            f"episode_key batch {k0.shape}, step {st.shape} and slot {sl.shape} must broadcast together"
+        ) from err
+
+    def lift(a: jax.Array) -> jax.Array:
+        return jnp.broadcast_to(a, batch).reshape((*batch, 1))
+
+    index = (np.arange(num, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
+    idx = jnp.asarray(index).reshape((1,) * len(batch) + (num,))
+    return lift(k0), lift(k1), lift(st), lift(sl), idx
+
+
+# ----------------------------------------------------------------- jitted cores
+
+
+@jax.jit
+def _words_core(
+    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array
+) -> jax.Array:
+    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
+    return jnp.stack([w0, w1], axis=-1)
+
+
+@jax.jit
+def _bits_core(
+    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array
+) -> jax.Array:
+    return _hash.hash_words(k0, k1, st, sl, ix)[0]
+
+
+def _uniform_from_words(w0: jax.Array, w1: jax.Array, dtype: np.dtype) -> jax.Array:
+    if dtype == np.float32:
+        return (w0 >> np.uint32(8)).astype(jnp.float32) * np.float32(2.0**-24)
+    hi = (w0 >> np.uint32(5)).astype(jnp.float64) * np.float64(2.0**26)
+    lo = (w1 >> np.uint32(6)).astype(jnp.float64)
+    return (hi + lo) * np.float64(2.0**-53)
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _uniform_core(
+    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array, dtype: np.dtype
+) -> jax.Array:
+    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
+    return _uniform_from_words(w0, w1, dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _bernoulli_core(
+    k0: jax.Array,
+    k1: jax.Array,
+    st: jax.Array,
+    sl: jax.Array,
+    ix: jax.Array,
+    p: jax.Array,
+    dtype: np.dtype,
+) -> jax.Array:
+    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
+    u = _uniform_from_words(w0, w1, dtype)
+    shape = jnp.broadcast_shapes(u.shape, p.shape)
+    return jnp.broadcast_to(u, shape) < jnp.broadcast_to(p, shape)
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _randint_core(
+    k0: jax.Array,
+    k1: jax.Array,
+    st: jax.Array,
+    sl: jax.Array,
+    ix: jax.Array,
+    n: jax.Array,
+    dtype: np.dtype,
+) -> jax.Array:
+    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
+    shape = jnp.broadcast_shapes(w0.shape, n.shape)
+    w0, w1, n = (jnp.broadcast_to(a, shape) for a in (w0, w1, n))
+    # floor((w0 * 2**32 + w1) * n / 2**64) = hi(w0 n) + carry(lo(w0 n) + hi(w1 n))
+    lo0 = w0 * n
+    mid = lo0 + _hash.mulhi32(w1, n)
+    carry = (mid < lo0).astype(_U32)
+    return (_hash.mulhi32(w0, n) + carry).astype(dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _normal_core(
+    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array, dtype: np.dtype
+) -> jax.Array:
+    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
+    if dtype == np.float32:
+        return _normal.normal_f32(w0)
+    return _normal.normal_f64(w0, w1)
+
+
+# ------------------------------------------------------------------ key helpers
+
+
+def episode_key(key: ArrayLike) -> jax.Array:
+    """Derive an episode key from a JAX PRNG key.
+
+    Args:
+      key: a typed key (``jax.random.key(seed)``, any impl) or a legacy
+        uint32 key (``jax.random.PRNGKey(seed)``), optionally with leading
+        batch dimensions; also works under ``vmap``.
+
+    Returns:
+      uint32 array ``batch + (2,)``: 64 bits that name the episode.
+
+    Raises:
+      TypeError: if ``key`` is not a JAX key or a uint32 key-data array.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> ek.shape, ek.dtype
+      ((2,), dtype('uint32'))
+      >>> bool((ek == rng.episode_key(jax.random.PRNGKey(0))).all())
+      True
+      >>> rng.episode_key(jax.random.split(jax.random.key(0), 5)).shape
+      (5, 2)
+    """
+    if not isinstance(key, (jax.Array, np.ndarray)):
+        raise TypeError(
+            f"key must be a JAX PRNG key such as jax.random.key(seed), got {type(key).__name__} {key!r}"
+        )
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        words = jax.random.key_data(key)
+    elif np.dtype(key.dtype) == np.uint32 and key.ndim >= 1 and key.shape[-1] >= 1:
+        words = jnp.asarray(key)
+    else:
+        raise TypeError(
+            "key must be a typed JAX key (jax.random.key) or a legacy uint32 key "
+            f"(jax.random.PRNGKey) of shape (..., W); got dtype {key.dtype}, shape {key.shape}"
+        )
+    return _hash.derive_episode_key(words)
+
+
+def fold_in(episode_key: ArrayLike, data: Any) -> jax.Array:
+    """Derive a child episode key from an episode key and a number.
+
+    Use it to name sub-episodes (e.g. ``fold_in(ek, episode_number)`` after
+    an auto-reset). Different ``data`` give unrelated keys.
+
+    Args:
+      episode_key: uint32 ``(..., 2)``.
+      data: int in ``[0, 2**32 - 1]`` or integer array (wrapped mod
+        ``2**32``), broadcast against the key batch.
+
+    Returns:
+      uint32 array ``broadcast(batch, data.shape) + (2,)``.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.fold_in(ek, 1).shape
+      (2,)
+    """
+    k0, k1 = _key_words(episode_key)
+    d = _counter("data", data)
+    try:
+        jnp.broadcast_shapes(k0.shape, d.shape)
+    except ValueError as err:
+        raise ValueError(
+            f"episode_key batch {k0.shape} and data {d.shape} must broadcast together"
+        ) from err
+    return _hash.fold_words(k0, k1, d)
+
+
+# ------------------------------------------------------------------------ draws
+
+
+def bits(episode_key: ArrayLike, step: Any, slot: Any, index: Any, *, words: int = 1) -> jax.Array:
+    """Raw hash bits of the draw ``(episode_key, step, slot, index)``.
+
+    Args:
+      episode_key: uint32 ``(..., 2)`` from :func:`episode_key`.
+      step, slot, index: ints in ``[0, 2**32 - 1]`` or integer arrays (taken
+        mod ``2**32``); broadcast together with the key batch.
+      words: 1 for one uint32 word (word 0), 2 for both words (64 bits).
+
+    Returns:
+      uint32 array of the broadcast shape ``S`` (``words=1``) or ``S + (2,)``
+      (``words=2``; ``[..., 0]`` is word 0, the high half of the 64 bits).
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.bits(ek, 0, 3, 0).dtype
+      dtype('uint32')
+      >>> rng.bits(ek, 0, 3, 0, words=2).shape
+      (2,)
+    """
+    if words not in (1, 2) or isinstance(words, bool):
+        raise ValueError(f"words must be 1 or 2, got {words!r}")
+    args = _prepare(episode_key, step, slot, index)
+    return _bits_core(*args) if words == 1 else _words_core(*args)
+
+
+def uniform(
+    episode_key: ArrayLike, step: Any, slot: Any, index: Any, *, dtype: Any = jnp.float32
+) -> jax.Array:
+    """Uniform draw in ``[0, 1)``.
+
+    float32: ``(word0 >> 8) * 2**-24`` (24 random bits). float64 (needs x64):
+    ``((word0 >> 5) * 2**26 + (word1 >> 6)) * 2**-53`` (53 random bits).
+
+    Args:
+      episode_key, step, slot, index: as in :func:`bits`.
+      dtype: float32 (default) or float64.
+
+    Returns:
+      array of ``dtype`` at the broadcast shape.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> u = rng.uniform(ek, 0, 3, jax.numpy.arange(4))
+      >>> u.shape, bool(((0 <= u) & (u < 1)).all())
+      ((4,), True)
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    return _uniform_core(*_prepare(episode_key, step, slot, index), dtype=dt)
+
+
+def randint(
+    episode_key: ArrayLike, step: Any, slot: Any, index: Any, n: Any, *, dtype: Any = jnp.int32
+) -> jax.Array:
+    """Integer in ``[0, n)``, ``floor(X * n / 2**64)`` for the 64-bit draw ``X``.
+
+    Each value's probability differs from ``1/n`` by less than ``2**-64``
+    (negligible bias, no rejection loop).
+
+    Args:
+      episode_key, step, slot, index: as in :func:`bits`.
+      n: int in ``[1, 2**32 - 1]`` (and within ``dtype``), or an integer array
+        broadcast with the draw shape. Array entries are taken mod ``2**32``;
+        ``n == 0`` in an array yields 0 (not checked under ``jit``).
+      dtype: int32 (default), uint32, or int64/uint64 with x64.
+
+    Returns:
+      array of ``dtype``.
+
+    Raises:
+      ValueError: if a Python ``n`` is outside its range.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> int(rng.randint(ek, 0, 2, 0, 8)) in range(8)
+      True
+    """
+    dt = _checks.check_int_dtype(dtype, _x64())
+    if _is_array(n):
+        _checks.check_counter_dtype("n", n.dtype)
+        n_arr = jnp.asarray(n).astype(_U32)
+    else:
+        n_arr = jnp.asarray(np.uint32(_checks.check_randint_n(n, dt)))
+    return _randint_core(*_prepare(episode_key, step, slot, index), n_arr, dtype=dt)
+
+
+def bernoulli(
+    episode_key: ArrayLike, step: Any, slot: Any, index: Any, p: Any, *, dtype: Any = jnp.float32
+) -> jax.Array:
+    """Boolean draw, defined as ``uniform(..., dtype=dtype) < p``.
+
+    Args:
+      episode_key, step, slot, index: as in :func:`bits`.
+      p: probability in ``[0, 1]`` (Python real) or a float array broadcast
+        with the draw shape; it is converted to ``dtype`` before comparing.
+      dtype: precision of the uniform compared against ``p`` (float32
+        default, float64 with x64).
+
+    Returns:
+      bool array.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.bernoulli(ek, 7, 5, 0, 0.15).dtype
+      dtype('bool')
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    if _is_array(p):
+        if np.dtype(p.dtype).kind != "f":
+            raise TypeError(f"p must be a real number or a float array, got dtype {p.dtype}")
+        p_arr = jnp.asarray(p).astype(dt)
+    else:
+        p_arr = jnp.asarray(dt.type(_checks.check_probability(p)))
+    return _bernoulli_core(*_prepare(episode_key, step, slot, index), p_arr, dtype=dt)
+
+
+def normal(
+    episode_key: ArrayLike, step: Any, slot: Any, index: Any, *, dtype: Any = jnp.float32
+) -> jax.Array:
+    """Standard normal draw, bit-identical to ``parallax.rng.reference.normal``.
+
+    float32 uses word 0 (AS241 PPND7, about 1e-7 accurate); float64 uses both
+    words (AS241 PPND16). The transform uses exact-product arithmetic, so the
+    result does not depend on FMA contraction.
+
+    Args:
+      episode_key, step, slot, index: as in :func:`bits`.
+      dtype: float32 (default) or float64 (needs x64).
+
+    Returns:
+      array of ``dtype`` at the broadcast shape.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.normal(ek, 0, 1, 0).dtype
+      dtype('float32')
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    return _normal_core(*_prepare(episode_key, step, slot, index), dtype=dt)
+
+
+# ----------------------------------------------------------------- vector forms
+
+
+def uniform_vector(
+    episode_key: ArrayLike,
+    step: Any,
+    slot: Any,
+    num: int,
+    *,
+    start: int = 0,
+    dtype: Any = jnp.float32,
+) -> jax.Array:
+    """``num`` uniforms with ``index = start, ..., start + num - 1`` on a new last axis.
+
+    Same as ``uniform(ek, step, slot, start + arange(num))`` with the
+    key/step/slot batch kept in front.
+
+    Args:
+      episode_key, step, slot: as in :func:`bits` (broadcast together to a
+        batch shape ``B``).
+      num: static number of draws (Python int >= 0).
+      start: first index.
+      dtype: as in :func:`uniform`.
+
+    Returns:
+      array ``B + (num,)``.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.uniform_vector(ek, 0, 1, 6).shape
+      (6,)
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    return _uniform_core(*_prepare_vector(episode_key, step, slot, num, start), dtype=dt)
+
+
+def normal_vector(
+    episode_key: ArrayLike,
+    step: Any,
+    slot: Any,
+    num: int,
+    *,
+    start: int = 0,
+    dtype: Any = jnp.float32,
+) -> jax.Array:
+    """``num`` standard normals over ``index = start + arange(num)`` (last axis).
+
+    Args:
+      episode_key, step, slot, num, start: as in :func:`uniform_vector`.
+      dtype: as in :func:`normal`.
+
+    Returns:
+      array ``B + (num,)``.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> eks = rng.episode_key(jax.random.split(jax.random.key(0), 4))
+      >>> rng.normal_vector(eks, 0, 1, 8).shape
+      (4, 8)
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    return _normal_core(*_prepare_vector(episode_key, step, slot, num, start), dtype=dt)
+
+
+def randint_vector(
+    episode_key: ArrayLike,
+    step: Any,
+    slot: Any,
+    num: int,
+    n: Any,
+    *,
+    start: int = 0,
+    dtype: Any = jnp.int32,
+) -> jax.Array:
+    """``num`` integers in ``[0, n)`` over ``index = start + arange(num)`` (last axis).
+
+    Args:
+      episode_key, step, slot, num, start: as in :func:`uniform_vector`.
+      n, dtype: as in :func:`randint` (an array ``n`` broadcasts with ``B + (num,)``).
+
+    Returns:
+      array ``B + (num,)``.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.randint_vector(ek, 0, 2, 6, 8).shape
+      (6,)
+    """
+    dt = _checks.check_int_dtype(dtype, _x64())
+    if _is_array(n):
+        _checks.check_counter_dtype("n", n.dtype)
+        n_arr = jnp.asarray(n).astype(_U32)
+    else:
+        n_arr = jnp.asarray(np.uint32(_checks.check_randint_n(n, dt)))
+    return _randint_core(*_prepare_vector(episode_key, step, slot, num, start), n_arr, dtype=dt)
+
+
+def bernoulli_vector(
+    episode_key: ArrayLike,
+    step: Any,
+    slot: Any,
+    num: int,
+    p: Any,
+    *,
+    start: int = 0,
+    dtype: Any = jnp.float32,
+) -> jax.Array:
+    """``num`` booleans ``uniform < p`` over ``index = start + arange(num)`` (last axis).
+
+    Args:
+      episode_key, step, slot, num, start: as in :func:`uniform_vector`.
+      p, dtype: as in :func:`bernoulli` (an array ``p`` broadcasts with ``B + (num,)``).
+
+    Returns:
+      bool array ``B + (num,)``.
+
+    Example:
+      >>> import jax
+      >>> from parallax import rng
+      >>> ek = rng.episode_key(jax.random.key(0))
+      >>> rng.bernoulli_vector(ek, 0, 5, 6, 0.5).shape
+      (6,)
+    """
+    dt = _checks.check_float_dtype(dtype, _x64())
+    if _is_array(p):
+        if np.dtype(p.dtype).kind != "f":
+            raise TypeError(f"p must be a real number or a float array, got dtype {p.dtype}")
+        p_arr = jnp.asarray(p).astype(dt)
+    else:
+        p_arr = jnp.asarray(dt.type(_checks.check_probability(p)))
+    return _bernoulli_core(*_prepare_vector(episode_key, step, slot, num, start), p_arr, dtype=dt)
