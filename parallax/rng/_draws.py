@@ -19,6 +19,7 @@ from jax.typing import ArrayLike
 from parallax.rng import _checks, _hash, _normal
 
 _U32 = jnp.uint32
+_Arg = jax.Array | np.ndarray
 
 
 def _x64() -> bool:
@@ -27,88 +28,77 @@ def _x64() -> bool:
 
 
 def _is_array(value: Any) -> bool:
-    return isinstance(value, (jax.Array, np.ndarray)) and not isinstance(value, np.generic)
+    return isinstance(value, (jax.Array, np.ndarray))
 
 
-def _counter(name: str, value: Any) -> jax.Array:
-    """A step/slot/index/data argument as a uint32 array (arrays wrap mod 2**32)."""
-    if _is_array(value):
+def _counter(name: str, value: Any) -> _Arg:
+    """Validate a step/slot/index/data argument; NumPy inputs become uint32 here.
+
+    Python ints are range-checked; integer arrays are taken mod 2**32 (JAX
+    arrays are converted inside the jitted core, so eager calls stay cheap).
+    """
+    if isinstance(value, jax.Array):
         _checks.check_counter_dtype(name, value.dtype)
-        return jnp.asarray(value).astype(_U32)
-    if isinstance(value, (list, tuple, range)):
+        return value
+    if isinstance(value, (np.ndarray, list, tuple, range)):
         arr = np.asarray(value)
         if arr.size == 0:
             arr = arr.astype(np.uint32)
         _checks.check_counter_dtype(name, arr.dtype)
-        return jnp.asarray(arr.astype(np.uint32))
-    return jnp.asarray(np.uint32(_checks.check_counter(name, value)))
+        return arr.astype(np.uint32)
+    return np.asarray(_checks.check_counter(name, value), np.uint32)
 
 
-def _key_words(episode_key: ArrayLike) -> tuple[jax.Array, jax.Array]:
-    """Validate an episode key ``(..., 2)`` uint32 and return its two words."""
-    ek = episode_key if isinstance(episode_key, jax.Array) else jnp.asarray(episode_key)
+def _key(episode_key: Any) -> _Arg:
+    """Validate an episode key: uint32 with a last axis of length 2."""
+    ek = episode_key if _is_array(episode_key) else np.asarray(episode_key)
     _checks.check_episode_key_array(ek.dtype, tuple(ek.shape))
-    return ek[..., 0], ek[..., 1]
+    return ek
 
 
-def _prepare(
-    episode_key: ArrayLike, step: Any, slot: Any, index: Any
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    k0, k1 = _key_words(episode_key)
-    args = (k0, k1, _counter("step", step), _counter("slot", slot), _counter("index", index))
+def _check_broadcast(**shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
-        jnp.broadcast_shapes(*(a.shape for a in args))
+        return tuple(np.broadcast_shapes(*shapes.values()))
     except ValueError as err:
-        shapes = ", ".join(
-            f"{n}={a.shape}" for n, a in zip(("key batch", "", "step", "slot", "index"), args) if n
-        )
-        raise ValueError(
-            f"episode_key batch, step, slot and index must broadcast together; got {shapes}"
-        ) from err
-    return args
+        listed = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        raise ValueError(f"{', '.join(shapes)} must broadcast together; got {listed}") from err
+
+
+def _prepare(episode_key: Any, step: Any, slot: Any, index: Any) -> tuple[_Arg, ...]:
+    ek = _key(episode_key)
+    st, sl, ix = _counter("step", step), _counter("slot", slot), _counter("index", index)
+    _check_broadcast(episode_key_batch=ek.shape[:-1], step=st.shape, slot=sl.shape, index=ix.shape)
+    return ek, st, sl, ix
 
 
 def _prepare_vector(
-    episode_key: ArrayLike, step: Any, slot: Any, num: Any, start: Any
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Like ``_prepare`` with ``index = start + arange(num)`` on a new last axis."""
+    episode_key: Any, step: Any, slot: Any, num: Any, start: Any
+) -> tuple[_Arg, ...]:
+    """Like ``_prepare`` with ``index = start + arange(num)`` (placed on a new last axis)."""
     num = _checks.check_count("num", num)
     start = _checks.check_counter("start", start)
     if start + num - 1 > _checks.U32_MAX:
         raise ValueError(f"start + num - 1 must be <= 2**32 - 1, got start={start}, num={num}")
-    k0, k1 = _key_words(episode_key)
+    ek = _key(episode_key)
     st, sl = _counter("step", step), _counter("slot", slot)
-    try:
-        batch = jnp.broadcast_shapes(k0.shape, st.shape, sl.shape)
-    except ValueError as err:
-        raise ValueError(
-            f"episode_key batch {k0.shape}, step {st.shape} and slot {sl.shape} must broadcast together"
-        ) from err
-
-    def lift(a: jax.Array) -> jax.Array:
-        return jnp.broadcast_to(a, batch).reshape((*batch, 1))
-
+    _check_broadcast(episode_key_batch=ek.shape[:-1], step=st.shape, slot=sl.shape)
     index = (np.arange(num, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
-    idx = jnp.asarray(index).reshape((1,) * len(batch) + (num,))
-    return lift(k0), lift(k1), lift(st), lift(sl), idx
+    return ek, st, sl, index
 
 
-# ----------------------------------------------------------------- jitted cores
+# ------------------------------------------------------------------ jitted core
 
 
-@jax.jit
-def _words_core(
-    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array
-) -> jax.Array:
-    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
-    return jnp.stack([w0, w1], axis=-1)
-
-
-@jax.jit
-def _bits_core(
-    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array
-) -> jax.Array:
-    return _hash.hash_words(k0, k1, st, sl, ix)[0]
+def _words(
+    ek: jax.Array, step: jax.Array, slot: jax.Array, index: jax.Array, vector: bool
+) -> tuple[jax.Array, jax.Array]:
+    k0, k1 = ek[..., 0], ek[..., 1]
+    st, sl, ix = step.astype(_U32), slot.astype(_U32), index.astype(_U32)
+    if vector:
+        batch = jnp.broadcast_shapes(k0.shape, st.shape, sl.shape)
+        k0, k1, st, sl = (jnp.broadcast_to(a, batch).reshape((*batch, 1)) for a in (k0, k1, st, sl))
+        ix = ix.reshape((1,) * len(batch) + ix.shape)
+    return _hash.hash_words(k0, k1, st, sl, ix)
 
 
 def _uniform_from_words(w0: jax.Array, w1: jax.Array, dtype: np.dtype) -> jax.Array:
@@ -119,58 +109,63 @@ def _uniform_from_words(w0: jax.Array, w1: jax.Array, dtype: np.dtype) -> jax.Ar
     return (hi + lo) * np.float64(2.0**-53)
 
 
-@functools.partial(jax.jit, static_argnames=("dtype",))
-def _uniform_core(
-    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array, dtype: np.dtype
+@functools.partial(jax.jit, static_argnames=("kind", "dtype", "vector"))
+def _draw(
+    ek: Any, step: Any, slot: Any, index: Any, param: Any, *, kind: str, dtype: Any, vector: bool
 ) -> jax.Array:
-    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
-    return _uniform_from_words(w0, w1, dtype)
+    """All draws: hash, then the ``kind`` transform (one compiled function per kind)."""
+    w0, w1 = _words(ek, step, slot, index, vector)
+    if kind == "bits":
+        return w0
+    if kind == "words":
+        return jnp.stack([w0, w1], axis=-1)
+    if kind == "uniform":
+        return _uniform_from_words(w0, w1, dtype)
+    if kind == "bernoulli":
+        u = _uniform_from_words(w0, w1, dtype)
+        p = param.astype(dtype)
+        shape = jnp.broadcast_shapes(u.shape, p.shape)
+        return jnp.broadcast_to(u, shape) < jnp.broadcast_to(p, shape)
+    if kind == "randint":
+        n = param.astype(_U32)
+        shape = jnp.broadcast_shapes(w0.shape, n.shape)
+        w0, w1, n = (jnp.broadcast_to(a, shape) for a in (w0, w1, n))
+        # floor((w0 * 2**32 + w1) * n / 2**64) = hi(w0 n) + carry(lo(w0 n) + hi(w1 n))
+        lo0 = w0 * n
+        mid = lo0 + _hash.mulhi32(w1, n)
+        carry = (mid < lo0).astype(_U32)
+        return (_hash.mulhi32(w0, n) + carry).astype(dtype)
+    if kind == "normal":
+        return _normal.normal_f32(w0) if dtype == np.float32 else _normal.normal_f64(w0, w1)
+    raise AssertionError(kind)
 
 
-@functools.partial(jax.jit, static_argnames=("dtype",))
-def _bernoulli_core(
-    k0: jax.Array,
-    k1: jax.Array,
-    st: jax.Array,
-    sl: jax.Array,
-    ix: jax.Array,
-    p: jax.Array,
-    dtype: np.dtype,
-) -> jax.Array:
-    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
-    u = _uniform_from_words(w0, w1, dtype)
-    shape = jnp.broadcast_shapes(u.shape, p.shape)
-    return jnp.broadcast_to(u, shape) < jnp.broadcast_to(p, shape)
+def _randint_n(n: Any, dtype: np.dtype) -> _Arg:
+    if isinstance(n, jax.Array):
+        _checks.check_counter_dtype("n", n.dtype)
+        return n
+    if isinstance(n, np.ndarray):
+        _checks.check_counter_dtype("n", n.dtype)
+        return n.astype(np.uint32)
+    return np.asarray(_checks.check_randint_n(n, dtype), np.uint32)
 
 
-@functools.partial(jax.jit, static_argnames=("dtype",))
-def _randint_core(
-    k0: jax.Array,
-    k1: jax.Array,
-    st: jax.Array,
-    sl: jax.Array,
-    ix: jax.Array,
-    n: jax.Array,
-    dtype: np.dtype,
-) -> jax.Array:
-    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
-    shape = jnp.broadcast_shapes(w0.shape, n.shape)
-    w0, w1, n = (jnp.broadcast_to(a, shape) for a in (w0, w1, n))
-    # floor((w0 * 2**32 + w1) * n / 2**64) = hi(w0 n) + carry(lo(w0 n) + hi(w1 n))
-    lo0 = w0 * n
-    mid = lo0 + _hash.mulhi32(w1, n)
-    carry = (mid < lo0).astype(_U32)
-    return (_hash.mulhi32(w0, n) + carry).astype(dtype)
+def _probability(p: Any, dtype: np.dtype) -> _Arg:
+    if _is_array(p):
+        if np.dtype(p.dtype).kind != "f":
+            raise TypeError(f"p must be a real number or a float array, got dtype {p.dtype}")
+        return p if isinstance(p, jax.Array) else p.astype(dtype)
+    return np.asarray(_checks.check_probability(p), dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("dtype",))
-def _normal_core(
-    k0: jax.Array, k1: jax.Array, st: jax.Array, sl: jax.Array, ix: jax.Array, dtype: np.dtype
-) -> jax.Array:
-    w0, w1 = _hash.hash_words(k0, k1, st, sl, ix)
-    if dtype == np.float32:
-        return _normal.normal_f32(w0)
-    return _normal.normal_f64(w0, w1)
+@jax.jit
+def _derive(words: Any) -> jax.Array:
+    return _hash.derive_episode_key(words.astype(_U32))
+
+
+@jax.jit
+def _fold(ek: Any, data: Any) -> jax.Array:
+    return _hash.fold_words(ek[..., 0], ek[..., 1], data.astype(_U32))
 
 
 # ------------------------------------------------------------------ key helpers
@@ -205,16 +200,17 @@ def episode_key(key: ArrayLike) -> jax.Array:
         raise TypeError(
             f"key must be a JAX PRNG key such as jax.random.key(seed), got {type(key).__name__} {key!r}"
         )
+    words: jax.Array | np.ndarray
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         words = jax.random.key_data(key)
     elif np.dtype(key.dtype) == np.uint32 and key.ndim >= 1 and key.shape[-1] >= 1:
-        words = jnp.asarray(key)
+        words = key
     else:
         raise TypeError(
             "key must be a typed JAX key (jax.random.key) or a legacy uint32 key "
             f"(jax.random.PRNGKey) of shape (..., W); got dtype {key.dtype}, shape {key.shape}"
         )
-    return _hash.derive_episode_key(words)
+    return _derive(words)
 
 
 def fold_in(episode_key: ArrayLike, data: Any) -> jax.Array:
@@ -238,15 +234,10 @@ def fold_in(episode_key: ArrayLike, data: Any) -> jax.Array:
       >>> rng.fold_in(ek, 1).shape
       (2,)
     """
-    k0, k1 = _key_words(episode_key)
+    ek = _key(episode_key)
     d = _counter("data", data)
-    try:
-        jnp.broadcast_shapes(k0.shape, d.shape)
-    except ValueError as err:
-        raise ValueError(
-            f"episode_key batch {k0.shape} and data {d.shape} must broadcast together"
-        ) from err
-    return _hash.fold_words(k0, k1, d)
+    _check_broadcast(episode_key_batch=ek.shape[:-1], data=d.shape)
+    return _fold(ek, d)
 
 
 # ------------------------------------------------------------------------ draws
@@ -277,7 +268,8 @@ def bits(episode_key: ArrayLike, step: Any, slot: Any, index: Any, *, words: int
     if words not in (1, 2) or isinstance(words, bool):
         raise ValueError(f"words must be 1 or 2, got {words!r}")
     args = _prepare(episode_key, step, slot, index)
-    return _bits_core(*args) if words == 1 else _words_core(*args)
+    kind = "bits" if words == 1 else "words"
+    return _draw(*args, None, kind=kind, dtype=None, vector=False)
 
 
 def uniform(
@@ -304,7 +296,8 @@ def uniform(
       ((4,), True)
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    return _uniform_core(*_prepare(episode_key, step, slot, index), dtype=dt)
+    args = _prepare(episode_key, step, slot, index)
+    return _draw(*args, None, kind="uniform", dtype=dt, vector=False)
 
 
 def randint(
@@ -336,12 +329,8 @@ def randint(
       True
     """
     dt = _checks.check_int_dtype(dtype, _x64())
-    if _is_array(n):
-        _checks.check_counter_dtype("n", n.dtype)
-        n_arr = jnp.asarray(n).astype(_U32)
-    else:
-        n_arr = jnp.asarray(np.uint32(_checks.check_randint_n(n, dt)))
-    return _randint_core(*_prepare(episode_key, step, slot, index), n_arr, dtype=dt)
+    args = _prepare(episode_key, step, slot, index)
+    return _draw(*args, _randint_n(n, dt), kind="randint", dtype=dt, vector=False)
 
 
 def bernoulli(
@@ -367,13 +356,8 @@ def bernoulli(
       dtype('bool')
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    if _is_array(p):
-        if np.dtype(p.dtype).kind != "f":
-            raise TypeError(f"p must be a real number or a float array, got dtype {p.dtype}")
-        p_arr = jnp.asarray(p).astype(dt)
-    else:
-        p_arr = jnp.asarray(dt.type(_checks.check_probability(p)))
-    return _bernoulli_core(*_prepare(episode_key, step, slot, index), p_arr, dtype=dt)
+    args = _prepare(episode_key, step, slot, index)
+    return _draw(*args, _probability(p, dt), kind="bernoulli", dtype=dt, vector=False)
 
 
 def normal(
@@ -400,7 +384,8 @@ def normal(
       dtype('float32')
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    return _normal_core(*_prepare(episode_key, step, slot, index), dtype=dt)
+    args = _prepare(episode_key, step, slot, index)
+    return _draw(*args, None, kind="normal", dtype=dt, vector=False)
 
 
 # ----------------------------------------------------------------- vector forms
@@ -438,7 +423,8 @@ def uniform_vector(
       (6,)
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    return _uniform_core(*_prepare_vector(episode_key, step, slot, num, start), dtype=dt)
+    args = _prepare_vector(episode_key, step, slot, num, start)
+    return _draw(*args, None, kind="uniform", dtype=dt, vector=True)
 
 
 def normal_vector(
@@ -467,7 +453,8 @@ def normal_vector(
       (4, 8)
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    return _normal_core(*_prepare_vector(episode_key, step, slot, num, start), dtype=dt)
+    args = _prepare_vector(episode_key, step, slot, num, start)
+    return _draw(*args, None, kind="normal", dtype=dt, vector=True)
 
 
 def randint_vector(
@@ -497,12 +484,8 @@ def randint_vector(
       (6,)
     """
     dt = _checks.check_int_dtype(dtype, _x64())
-    if _is_array(n):
-        _checks.check_counter_dtype("n", n.dtype)
-        n_arr = jnp.asarray(n).astype(_U32)
-    else:
-        n_arr = jnp.asarray(np.uint32(_checks.check_randint_n(n, dt)))
-    return _randint_core(*_prepare_vector(episode_key, step, slot, num, start), n_arr, dtype=dt)
+    args = _prepare_vector(episode_key, step, slot, num, start)
+    return _draw(*args, _randint_n(n, dt), kind="randint", dtype=dt, vector=True)
 
 
 def bernoulli_vector(
@@ -532,10 +515,5 @@ def bernoulli_vector(
       (6,)
     """
     dt = _checks.check_float_dtype(dtype, _x64())
-    if _is_array(p):
-        if np.dtype(p.dtype).kind != "f":
-            raise TypeError(f"p must be a real number or a float array, got dtype {p.dtype}")
-        p_arr = jnp.asarray(p).astype(dt)
-    else:
-        p_arr = jnp.asarray(dt.type(_checks.check_probability(p)))
-    return _bernoulli_core(*_prepare_vector(episode_key, step, slot, num, start), p_arr, dtype=dt)
+    args = _prepare_vector(episode_key, step, slot, num, start)
+    return _draw(*args, _probability(p, dt), kind="bernoulli", dtype=dt, vector=True)
