@@ -61,7 +61,7 @@ def _as_shape(shape: Any, name: str, owner: str) -> tuple[int, ...]:
     return dims
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def _frozen(a: Any) -> np.ndarray:
     a = np.array(a, copy=True)
     a.flags.writeable = False
     return a

@@ -1,7 +1,10 @@
 """Strict test configuration shared by the whole suite.
 
 - jaxtyping annotations of `parallax` are checked at run time (beartype), via the import hook
-  installed before `parallax` is first imported;
+  installed before `parallax` is first imported. `parallax._core` (the `State`, `MARLState`
+  and `Agents` pytree dataclasses) is left out on purpose: JAX rebuilds pytrees with
+  non-array leaves (`jax.eval_shape`, `jax.tree.map(lambda x: x.shape, state)`, `vmap`
+  axis specs), which a checked `__init__` would refuse although the code is right;
 - strict dtype promotion and `rank_promotion="raise"` for every test, except tests marked
   `standard_promotion` (verbatim documentation examples written for JAX's defaults);
 - warnings are errors (pyproject's `filterwarnings`, with narrow third-party exceptions);
@@ -14,9 +17,19 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
+import pathlib
+
 from jaxtyping import install_import_hook
 
-with install_import_hook("parallax", "beartype.beartype"):
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "parallax"
+_CHECKED = sorted(
+    f"parallax.{path.stem}"
+    for path in _PACKAGE.iterdir()
+    if path.name not in ("__init__.py", "_core.py", "__pycache__")
+    and (path.suffix == ".py" or (path / "__init__.py").exists())
+)
+
+with install_import_hook(_CHECKED, "beartype.beartype"):
     import parallax  # noqa: F401
 
 import jax

@@ -92,11 +92,12 @@ class AutoResetWrapper(Wrapper[StateT]):
         (True, 0, (4,))
     """
 
-    def __init__(self, env: Env[StateT], mode: AutoResetMode = "same-step") -> None:
+    def __init__(self, env: Env[StateT], mode: str = "same-step") -> None:
+        # `mode` is typed `str` (not the Literal) so a wrong value reaches the clear error below.
         super().__init__(env)
         if mode not in _MODES:
             raise ValueError(f"AutoResetWrapper: mode must be one of {_MODES}, got {mode!r}")
-        self.mode: AutoResetMode = mode
+        self.mode: AutoResetMode = mode  # type: ignore[assignment]
         self._vector = is_vector_env(env)
 
     # -- helpers -------------------------------------------------------------------------
