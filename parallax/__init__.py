@@ -29,13 +29,26 @@ from ._registry import make_vec as make_vec
 from ._registry import register as register
 from ._registry import register_namespace as register_namespace
 from ._registry import registered_ids as registered_ids
+from ._rollout import Trajectory as Trajectory
+from ._rollout import rollout as rollout
+from ._sharding import batch_mesh as batch_mesh
+from ._sharding import shard_batch as shard_batch
+from ._sharding import shard_rollout as shard_rollout
 from ._spaces import Space as Space
 from ._spaces import stack_space as stack_space
 from ._wrappers.autoreset import AutoResetWrapper as AutoResetWrapper
 from ._wrappers.autoreset import final_observation as final_observation
 from ._wrappers.base import Wrapper as Wrapper
 from ._wrappers.checked import CheckedWrapper as CheckedWrapper
+from ._wrappers.normalize import NormalizeObservation as NormalizeObservation
+from ._wrappers.normalize import NormalizeReward as NormalizeReward
+from ._wrappers.stats import RecordEpisodeStatistics as RecordEpisodeStatistics
 from ._wrappers.time_limit import TimeLimit as TimeLimit
+from ._wrappers.transform import ClipAction as ClipAction
+from ._wrappers.transform import FlattenObservation as FlattenObservation
+from ._wrappers.transform import TransformAction as TransformAction
+from ._wrappers.transform import TransformObservation as TransformObservation
+from ._wrappers.transform import TransformReward as TransformReward
 from ._wrappers.vmap import VmapWrapper as VmapWrapper
 
 try:
@@ -47,26 +60,39 @@ __all__ = [
     "Agents",
     "AutoResetWrapper",
     "CheckedWrapper",
+    "ClipAction",
     "Env",
     "EnvSpec",
+    "FlattenObservation",
     "MARLEnv",
     "MARLState",
     "MARLStateT",
     "MARLVectorEnv",
+    "NormalizeObservation",
+    "NormalizeReward",
+    "RecordEpisodeStatistics",
     "Space",
     "State",
     "StateT",
     "TimeLimit",
+    "Trajectory",
+    "TransformAction",
+    "TransformObservation",
+    "TransformReward",
     "VectorEnv",
     "VmapWrapper",
     "Wrapper",
     "__version__",
+    "batch_mesh",
     "final_observation",
     "make",
     "make_vec",
     "register",
     "register_namespace",
     "registered_ids",
+    "rollout",
+    "shard_batch",
+    "shard_rollout",
     "spaces",
     "stack_space",
 ]
