@@ -31,6 +31,8 @@ _LAZY: dict[str, str] = {
     "almgren_chriss_trajectory": "._baselines",
     "almgren_chriss_actions": "._baselines",
     "expected_shortfall": "._baselines",
+    "avellaneda_stoikov_policy": "._baselines",
+    "almgren_chriss_policy": "._baselines",
 }
 
 

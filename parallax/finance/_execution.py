@@ -1,0 +1,369 @@
+"""`OptimalExecution-v0`: liquidate a block of shares under market impact (Almgren-Chriss), in JAX.
+
+- `OptimalExecutionEnv`: the env, with sekai 0.2.0's `OptimalExecutionEnv` keywords, defaults,
+  spaces, dynamics, rewards and info keys.
+- `OptimalExecutionParams`: its numeric parameters, a pytree that `reset`/`step` accept per
+  call (vmap it for domain randomisation without a retrace).
+- `OptimalExecutionState`: the raw state (`inventory`, `mid`, `shortfall`, the episode key).
+- `SLOTS`: the env's `parallax.rng` slot table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, PRNGKeyArray
+
+from .. import _spaces as spaces
+from .. import rng
+from .._core import State
+from . import _baselines
+from ._mm_common import divide, float_dtype, opaque, static_int
+from ._validation import finite_number
+
+__all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExecutionState"]
+
+SLOTS = rng.SlotTable(
+    rng.Slot(0, "MID", "every step t", "0", "normal(0, 1)"),
+)
+"""Draws of step `t` (0-based, `state.step_count` before the step); reset draws nothing."""
+
+SOLD_OUT = 1e-9
+"""Inventory below `SOLD_OUT * initial_inventory` after a sale is set to 0 (sold out)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class OptimalExecutionParams:
+    """Numeric parameters of `OptimalExecutionEnv` (sekai's keyword names and defaults).
+
+    Every field is a pytree leaf (a Python float or a scalar array), so a batch of params
+    (leaves with a leading axis) can be vmapped over `reset`/`step`. Values are not
+    validated here; the env's constructor validates the ones it stores (including
+    `temporary_impact > permanent_impact * tau / 2`).
+
+    Attributes:
+        initial_inventory: `X0 > 0`, shares to sell.
+        s0: arrival mid price `> 0`.
+        sigma: volatility `>= 0`, price units per sqrt(time).
+        total_time: horizon `T > 0`; the period is `tau = total_time / n_steps`.
+        permanent_impact: `gamma >= 0`; the mid falls by `gamma * shares` after a sale.
+        temporary_impact: `eta > 0`; a sale executes `eta * shares / tau` below the mid.
+        fixed_cost: `epsilon >= 0` per share (half the spread).
+        risk_aversion: `lambda >= 0`; the running penalty `lambda sigma**2 tau inventory**2`.
+
+    Example:
+        >>> from parallax.finance import OptimalExecutionParams
+        >>> OptimalExecutionParams().replace(risk_aversion=0.0).risk_aversion
+        0.0
+    """
+
+    initial_inventory: Any = 1e6
+    s0: Any = 50.0
+    sigma: Any = 0.95
+    total_time: Any = 5.0
+    permanent_impact: Any = 2.5e-7
+    temporary_impact: Any = 2.5e-6
+    fixed_cost: Any = 0.0625
+    risk_aversion: Any = 1e-6
+
+    def replace(self, **changes: Any) -> OptimalExecutionParams:
+        """A copy with the given fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def as_arrays(self) -> OptimalExecutionParams:
+        """Every field as an array of the default float dtype (float64 under x64)."""
+        dt = float_dtype()
+        return OptimalExecutionParams(
+            **{f.name: jnp.asarray(getattr(self, f.name), dt) for f in dataclasses.fields(self)}
+        )
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class OptimalExecutionState:
+    """Raw state of `OptimalExecutionEnv` (the `env_state` of its `State`).
+
+    Attributes:
+        inventory: shares left, default float dtype, scalar.
+        mid: mid price, default float dtype, scalar.
+        shortfall: cumulative implementation shortfall in dollars, default float dtype.
+        episode_key: uint32 `(2,)`, the `parallax.rng` episode key of every draw.
+    """
+
+    inventory: Array
+    mid: Array
+    shortfall: Array
+    episode_key: Array
+
+
+class OptimalExecutionEnv:
+    """Liquidate a large position over a fixed horizon, trading off impact against risk.
+
+    The Almgren-Chriss (2000) execution model, as sekai 0.2.0's `OptimalExecution-v0`
+    (defaults from the paper's example: 1M shares of a $50 stock over 5 days). Each step
+    sells `shares`, executed at `mid - epsilon - eta * shares / tau`; the mid then moves by
+    `sigma * sqrt(tau) * Z - gamma * shares`.
+
+    - Observation: float32 `(3,)` in `Box([0, 0, -inf], [1, 1, inf])`:
+      `[inventory / X0, (n_steps - k) / n_steps, (mid - s0) / (sigma sqrt(total_time))]`
+      (the last is 0 when `sigma = 0`).
+    - Action: float32 `(1,)` in `Box(0, 1)`, the fraction of the *remaining* inventory to
+      sell (clipped); the last step sells whatever is left.
+    - Reward, in basis points of `X0 * s0`:
+      `1e4 * (shares * (execution_price - s0) - lambda sigma**2 tau inventory**2) / (X0 s0)`.
+    - Termination when sold out or after `n_steps` steps; never truncates.
+    - `info`: `shares_sold`, `execution_price` (NaN after reset), `inventory`, `mid_price`,
+      `implementation_shortfall`, `shortfall_bps`, `timestamp` (`k * tau`), `dt` (`tau`),
+      all in the default float dtype (float64 under x64, else float32).
+
+    Randomness: `SLOTS` (the mid's normal of step `k`); `reset` draws nothing. Numeric
+    parameters live in `params` (an `OptimalExecutionParams`), overridable per call;
+    `n_steps` is static.
+
+    Args:
+        initial_inventory, s0, sigma, total_time, permanent_impact, temporary_impact,
+            fixed_cost, risk_aversion: see `OptimalExecutionParams` (defaults 1e6, 50, 0.95,
+            5, 2.5e-7, 2.5e-6, 0.0625, 1e-6).
+        n_steps: trading periods, int `>= 1` (default 25).
+
+    Raises:
+        ValueError: a parameter out of range, as sekai (naming the parameter), including
+            `temporary_impact <= permanent_impact * tau / 2`.
+        TypeError: a non-integer `n_steps`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax.finance import OptimalExecutionEnv
+        >>> env = OptimalExecutionEnv(n_steps=5)
+        >>> state = env.step(env.reset(key=jax.random.key(0)), jnp.array([0.2]))
+        >>> float(state.info["shares_sold"]), float(state.observation[0])
+        (200000.0, 0.800000011920929)
+    """
+
+    SLOTS = SLOTS
+
+    def __init__(
+        self,
+        *,
+        initial_inventory: float = 1e6,
+        s0: float = 50.0,
+        sigma: float = 0.95,
+        total_time: float = 5.0,
+        n_steps: int = 25,
+        permanent_impact: float = 2.5e-7,
+        temporary_impact: float = 2.5e-6,
+        fixed_cost: float = 0.0625,
+        risk_aversion: float = 1e-6,
+    ) -> None:
+        steps = static_int("n_steps", n_steps)
+        if steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps!r}")
+        self.n_steps = steps
+        self.params = OptimalExecutionParams(
+            initial_inventory=finite_number("initial_inventory", initial_inventory, ">0"),
+            s0=finite_number("s0", s0, ">0"),
+            sigma=finite_number("sigma", sigma, ">=0"),
+            total_time=finite_number("total_time", total_time, ">0"),
+            permanent_impact=finite_number("permanent_impact", permanent_impact, ">=0"),
+            temporary_impact=finite_number("temporary_impact", temporary_impact, ">0"),
+            fixed_cost=finite_number("fixed_cost", fixed_cost, ">=0"),
+            risk_aversion=finite_number("risk_aversion", risk_aversion, ">=0"),
+        )
+        p = self.params
+        tau = float(p.total_time) / steps
+        if float(p.temporary_impact) - 0.5 * float(p.permanent_impact) * tau <= 0:
+            raise ValueError(
+                "temporary_impact must exceed permanent_impact * tau / 2 (tau = total_time / "
+                f"n_steps = {tau!r}), got temporary_impact={p.temporary_impact!r}, "
+                f"permanent_impact={p.permanent_impact!r}"
+            )
+        self.observation_space = spaces.Box(
+            np.array([0.0, 0.0, -np.inf]), np.array([1.0, 1.0, np.inf]), (3,), jnp.float32
+        )
+        self.action_space = spaces.Box(0.0, 1.0, (1,), jnp.float32)
+
+    # -- parameters ------------------------------------------------------------------------
+    @property
+    def tau(self) -> float:
+        """Trading period `total_time / n_steps` of the stored params."""
+        return float(self.params.total_time) / self.n_steps
+
+    def _params(self, params: OptimalExecutionParams | None) -> OptimalExecutionParams:
+        if params is None:
+            params = self.params
+        elif not isinstance(params, OptimalExecutionParams):
+            raise TypeError(
+                f"params must be an OptimalExecutionParams, got {type(params).__name__}"
+            )
+        return opaque(params.as_arrays())
+
+    # -- protocol --------------------------------------------------------------------------
+    def reset(self, *, key: PRNGKeyArray, params: OptimalExecutionParams | None = None) -> State:
+        """Arrive with `X0` shares at mid `s0`; draws nothing.
+
+        Args:
+            key: a JAX PRNG key; the episode's draws come from `parallax.rng.episode_key(key)`.
+            params: parameters for this episode; `self.params` when omitted.
+
+        Returns:
+            The first `State` (reward 0, both flags False, `step_count` 0).
+        """
+        p = self._params(params)
+        zero = jnp.zeros((), p.s0.dtype)
+        env_state = OptimalExecutionState(
+            inventory=p.initial_inventory,
+            mid=p.s0,
+            shortfall=zero,
+            episode_key=rng.episode_key(key),
+        )
+        nan = jnp.full((), jnp.nan, p.s0.dtype)
+        return self._state(env_state, jnp.int32(0), p, zero, nan, zero, jnp.bool_(False), key)
+
+    def step(
+        self, state: State, action: ArrayLike, params: OptimalExecutionParams | None = None
+    ) -> State:
+        """Sell a fraction of the remaining inventory, move the mid, and score the step.
+
+        Args:
+            state: the current `State` (from `reset` or `step`).
+            action: the fraction to sell, any real dtype, 1 element (clipped to `[0, 1]`).
+            params: parameters for this step; `self.params` when omitted (pass the same ones
+                as to `reset`).
+
+        Returns:
+            The next `State`.
+        """
+        p = self._params(params)
+        fdt = p.s0.dtype
+        fraction = jnp.clip(self._action(action).astype(fdt), 0.0, 1.0)
+        z = self.step_noise(state)
+        es: OptimalExecutionState = state.env_state
+        k = state.step_count
+        tau = divide(p.total_time, self.n_steps)
+        inventory, mid = es.inventory, es.mid
+        shares = jnp.where(k == self.n_steps - 1, inventory, fraction * inventory)
+        execution_price = jnp.where(
+            shares > 0, mid - p.fixed_cost - p.temporary_impact * shares / tau, mid
+        )
+        inventory = inventory - shares
+        inventory = jnp.where(inventory < SOLD_OUT * p.initial_inventory, 0.0, inventory)
+        shortfall = es.shortfall + shares * (p.s0 - execution_price)
+        mid = mid + p.sigma * jnp.sqrt(tau) * z
+        mid = mid - p.permanent_impact * shares
+        risk = p.risk_aversion * p.sigma**2 * tau * inventory**2
+        gain = shares * (execution_price - p.s0)
+        reward = 1e4 * (gain - risk) / (p.initial_inventory * p.s0)
+        terminated = (inventory == 0.0) | (k + 1 >= self.n_steps)
+        env_state = OptimalExecutionState(
+            inventory=inventory, mid=mid, shortfall=shortfall, episode_key=es.episode_key
+        )
+        return self._state(
+            env_state, k + 1, p, shares, execution_price, reward, terminated, state.key
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def step_noise(self, state: State) -> Array:
+        """The draw the next `step(state, ...)` uses: the mid's standard normal `z`, scalar.
+
+        Slot `MID`, index 0, at step `state.step_count`, in the default float dtype; what a
+        reference harness serves to sekai as `rng.standard_normal()`.
+        """
+        ek, k = state.env_state.episode_key, state.step_count
+        return rng.normal(ek, k, SLOTS.MID, 0, dtype=float_dtype())
+
+    def almgren_chriss_trajectory(self, params: OptimalExecutionParams | None = None) -> Array:
+        """The optimal holdings `x_0 .. x_N` for the env's parameters (see the baselines)."""
+        p = self.params if params is None else params
+        return _baselines.almgren_chriss_trajectory(n_steps=self.n_steps, **_planning(p))
+
+    def almgren_chriss_actions(self, params: OptimalExecutionParams | None = None) -> Array:
+        """The optimal schedule as actions, float32 `(n_steps, 1)` (see the baselines)."""
+        p = self.params if params is None else params
+        return _baselines.almgren_chriss_actions(n_steps=self.n_steps, **_planning(p))
+
+    def expected_shortfall(
+        self, trades: ArrayLike, params: OptimalExecutionParams | None = None
+    ) -> tuple[Array, Array]:
+        """Closed-form `(mean, variance)` of the shortfall of a static schedule of `trades`."""
+        p = self.params if params is None else params
+        return _baselines.expected_shortfall(
+            trades,
+            n_steps=self.n_steps,
+            initial_inventory=p.initial_inventory,
+            total_time=p.total_time,
+            sigma=p.sigma,
+            permanent_impact=p.permanent_impact,
+            temporary_impact=p.temporary_impact,
+            fixed_cost=p.fixed_cost,
+        )
+
+    def _action(self, action: ArrayLike) -> Array:
+        a = jnp.asarray(action)
+        if not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
+            raise TypeError(f"action must be numeric, got dtype {a.dtype}")
+        if a.size != 1:
+            raise ValueError(f"action must hold 1 number (fraction to sell), got shape {a.shape}")
+        return a.reshape(())
+
+    def _state(
+        self,
+        env_state: OptimalExecutionState,
+        k: Array,
+        p: OptimalExecutionParams,
+        shares: Array,
+        execution_price: Array,
+        reward: Array,
+        terminated: Array,
+        key: PRNGKeyArray,
+    ) -> State:
+        """The `State` for `env_state` after `k` steps; one builder for reset and step."""
+        fdt = p.s0.dtype
+        tau = divide(p.total_time, self.n_steps)
+        scale = p.sigma * jnp.sqrt(p.total_time)
+        moved = jnp.where(scale > 0, (env_state.mid - p.s0) / jnp.where(scale > 0, scale, 1.0), 0.0)
+        remaining = jnp.maximum(self.n_steps - k, 0).astype(fdt)
+        observation = jnp.stack(
+            [env_state.inventory / p.initial_inventory, divide(remaining, self.n_steps), moved]
+        ).astype(jnp.float32)
+        notional = p.initial_inventory * p.s0
+        info = {
+            "shares_sold": shares,
+            "execution_price": execution_price,
+            "inventory": env_state.inventory,
+            "mid_price": env_state.mid,
+            "implementation_shortfall": env_state.shortfall,
+            "shortfall_bps": 1e4 * env_state.shortfall / notional,
+            "timestamp": k.astype(fdt) * tau,
+            "dt": tau,
+        }
+        return State(
+            env_state=env_state,
+            observation=observation,
+            reward=jnp.asarray(reward, fdt),
+            termination=jnp.asarray(terminated),
+            truncation=jnp.bool_(False),
+            info=info,
+            step_count=k,
+            key=key,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n_steps={self.n_steps}, params={self.params})"
+
+
+def _planning(p: OptimalExecutionParams) -> dict[str, Any]:
+    """The Almgren-Chriss planning arguments held by `p`."""
+    return {
+        "initial_inventory": p.initial_inventory,
+        "total_time": p.total_time,
+        "sigma": p.sigma,
+        "permanent_impact": p.permanent_impact,
+        "temporary_impact": p.temporary_impact,
+        "risk_aversion": p.risk_aversion,
+    }
