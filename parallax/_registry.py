@@ -137,7 +137,7 @@ def make_vec(
     max_episode_steps: int | None = None,
     autoreset: bool | AutoResetMode = True,
     *,
-    max_resets_per_step: int | None = None,
+    max_resets_per_step: int | str | None = "auto",
     **kwargs: Any,
 ) -> VmapWrapper[Any]:
     """A batch of `num_envs` copies of `id`: `VmapWrapper(AutoResetWrapper(TimeLimit(env)))`.

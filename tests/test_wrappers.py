@@ -410,3 +410,20 @@ def test_checked_wrapper_reports_nan_rewards():
     state = env.step(env.reset(key=jax.random.key(0)), 0)
     with pytest.raises(Exception, match="NaN or inf in reward"):
         jax.block_until_ready(jax.jit(env.step)(state, 0))
+
+
+def test_auto_budget_resets_only_finished_envs_in_large_batches():
+    counter = [0]
+    env = VmapWrapper(CountingReset(GridWorld(), counter), 64)
+    assert env.max_resets_per_step == 4
+    plain = VmapWrapper(GridWorld(), 64, max_resets_per_step=None)
+    state = plain.reset(key=jax.random.key(0))
+    done = jnp.arange(64) % 20 == 0  # 4 envs
+    jax.effects_barrier()
+    counter[0] = 0
+    out = jax.jit(env.reset)(key=jax.random.key(1), state=state, done=done)
+    jax.effects_barrier()
+    assert counter[0] == 4
+    assert tree_equal(out, plain.reset(key=jax.random.key(1), state=state, done=done))
+    with pytest.raises(ValueError, match="'auto', None or a positive int"):
+        VmapWrapper(GridWorld(), 64, max_resets_per_step="some")

@@ -54,8 +54,10 @@ class VmapWrapper(Wrapper[StateT]):
     - with `max_resets_per_step=K`: when at most `K` envs are done only those `K` resets are
       computed (gathered keys, scattered results), otherwise all `num_envs`. Results are
       identical to the plain path; the trade-off is a larger program (three branches) for a
-      reset cost proportional to the number of finished envs. Worth it when reset is much
-      more expensive than step (see the docs' Performance page).
+      reset cost proportional to the number of finished envs. The default `"auto"` picks
+      `K = num_envs // 16` for batches of 32 or more envs (none below); `None` turns the
+      partial path off. Under an outer `vmap` (e.g. over seeds) the branches become a
+      select and all of them run.
 
     `VmapWrapper(AutoResetWrapper(env))` runs the auto-reset at batch level with these cheap
     paths (it computes exactly what `AutoResetWrapper(VmapWrapper(env))` computes).
@@ -63,7 +65,7 @@ class VmapWrapper(Wrapper[StateT]):
     Args:
         env: the environment to batch.
         num_envs: a positive int.
-        max_resets_per_step: optional positive int `K <= num_envs`, see above.
+        max_resets_per_step: `"auto"` (default), `None`, or a positive int `K <= num_envs`.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -78,10 +80,17 @@ class VmapWrapper(Wrapper[StateT]):
     """
 
     def __init__(
-        self, env: Env[StateT], num_envs: int, *, max_resets_per_step: int | None = None
+        self, env: Env[StateT], num_envs: int, *, max_resets_per_step: int | str | None = "auto"
     ) -> None:
         super().__init__(env)
         self.num_envs = check_positive_int(num_envs, "num_envs", "VmapWrapper")
+        if max_resets_per_step == "auto":
+            max_resets_per_step = self.num_envs // 16 if self.num_envs >= 32 else None
+        elif isinstance(max_resets_per_step, str):
+            raise ValueError(
+                "VmapWrapper: max_resets_per_step must be 'auto', None or a positive int, "
+                f"got {max_resets_per_step!r}"
+            )
         if max_resets_per_step is not None:
             k = check_positive_int(max_resets_per_step, "max_resets_per_step", "VmapWrapper")
             if k > self.num_envs:
@@ -90,7 +99,7 @@ class VmapWrapper(Wrapper[StateT]):
                     f"{self.num_envs}], got {k}"
                 )
             max_resets_per_step = k
-        self.max_resets_per_step = max_resets_per_step
+        self.max_resets_per_step: int | None = max_resets_per_step
         # The batch-level auto-reset: AutoResetWrapper over a VmapWrapper of what it wraps.
         from .autoreset import AutoResetWrapper
 
@@ -166,9 +175,10 @@ class VmapWrapper(Wrapper[StateT]):
         return jax.vmap(self.env.step)(state, action)
 
     def _repr_args(self) -> str:
+        auto = self.num_envs // 16 if self.num_envs >= 32 else None
         extra = (
             f", max_resets_per_step={self.max_resets_per_step}"
-            if self.max_resets_per_step is not None
+            if self.max_resets_per_step != auto
             else ""
         )
         return f"num_envs={self.num_envs}{extra}"
