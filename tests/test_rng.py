@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from scipy.special import ndtri
 
 from parallax import rng
-from parallax.rng import _normal
+from parallax.rng import _fit, _normal, _spec
 from parallax.rng import reference as ref
 
 U32_MAX = 2**32 - 1
@@ -213,6 +213,15 @@ def test_normal_accuracy_against_ndtri():
     exact64 = ndtri((big.astype(np.float64) + 0.5) / 2.0**64)
     keep = np.abs(exact64) > 1e-2  # the float64 reference u loses digits at u ~ 1/2
     assert (np.abs(z64 - exact64) / np.abs(exact64))[keep].max() < 1e-13
+
+
+def test_log_coefficients_are_our_fit_and_meet_their_bound():
+    num, den, _ = _fit.fit_log_rational(3, 2)
+    np.testing.assert_allclose(num, _spec.LOG_NUM32, rtol=1e-6)
+    np.testing.assert_allclose(den, _spec.LOG_DEN32, rtol=1e-6)
+    a = np.linspace(np.sqrt(0.5) - 1, np.sqrt(2) - 1, 100_001)
+    approx = a * np.polyval(_spec.LOG_NUM32, a) / np.polyval(_spec.LOG_DEN32, a)
+    assert np.abs(approx - np.log1p(a)).max() < 3e-8
 
 
 # --------------------------------------------------------- episode keys
@@ -439,6 +448,7 @@ def test_slot_table_validation():
     [
         "parallax.rng",
         "parallax.rng._draws",
+        "parallax.rng._fit",
         "parallax.rng._hash",
         "parallax.rng._slots",
         "parallax.rng._spec",

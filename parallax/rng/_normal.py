@@ -12,8 +12,13 @@ result is fixed by IEEE 754 alone:
 - other operations are single correctly rounded ``+ - / sqrt`` on runtime
   values, products feeding only a division, and conversions of integers that
   fit the significand exactly;
-- ``ln`` is computed here from the integer bits (exponent from a leading-zero
-  count, ``ln m = 2 atanh((m - 1) / (m + 1))`` as a polynomial).
+- ``ln`` is computed here from the integer bits: the exponent from a
+  leading-zero count, ``ln m`` of the significand by a fitted rational
+  (float32) or the ``atanh`` series (float64).
+
+Each division's result has a single use and the float32 path has no other
+expensive op with several uses, so XLA keeps the float32 transform (and the
+hash before it) in one loop fusion instead of recomputing the hash in several.
 
 The quantile itself is Wichura's AS241 (PPND7 for float32, PPND16 for
 float64). ``parallax.rng.reference`` performs the same operations one scalar
@@ -85,11 +90,15 @@ def _log_from_int(n: jax.Array, bits: int, scale_exp: int, spec: _Spec) -> jax.A
     # exponent of n is (bits - 1 - nz); of the scaled value, minus scale_exp.
     k_int = jnp.int32(bits - 1 - scale_exp) - nz.astype(jnp.int32) + big.astype(jnp.int32)
     k = k_int.astype(dt)
-    s = (mant - dt.type(1.0)) / (mant + dt.type(1.0))
-    ss = _split(s, spec)
-    s2 = _mul(ss, ss)
-    poly = _horner(spec.log_coefs, s2, spec)
-    ln_m = _mul(ss, _split(poly, spec))
+    if dt == np.float32:
+        a = mant - dt.type(1.0)  # exact
+        num = _horner(_spec.LOG_NUM32, a, spec)
+        ln_m = (a * num) / _horner(_spec.LOG_DEN32, a, spec)
+    else:
+        s = (mant - dt.type(1.0)) / (mant + dt.type(1.0))
+        ss = _split(s, spec)
+        poly = _horner(_spec.LOG_ATANH64, _mul(ss, ss), spec)
+        ln_m = _mul(ss, _split(poly, spec))
     return k * dt.type(spec.ln2_hi) + (k * dt.type(spec.ln2_lo) + ln_m)
 
 
@@ -165,8 +174,8 @@ def normal_f32(word: jax.Array) -> jax.Array:
     den = _horner_lanes(
         _lane_coefs([(central, _spec.PPND7_B), (None, _spec.PPND7_D)], spec), x, spec
     )
-    mag = (jnp.where(central, d, dt.type(1.0)) * num) / den
-    return jnp.where(upper, mag, -mag)
+    top = jnp.where(central, d, dt.type(1.0)) * num
+    return jnp.where(upper, top, -top) / den  # (-x) / y == -(x / y) exactly
 
 
 def normal_f64(word0: jax.Array, word1: jax.Array) -> jax.Array:
@@ -203,5 +212,5 @@ def normal_f64(word0: jax.Array, word1: jax.Array) -> jax.Array:
     den_pieces = [(central, _spec.PPND16_B), (near_tail, _spec.PPND16_D), (None, _spec.PPND16_F)]
     num = _horner_lanes(_lane_coefs(num_pieces, spec), x, spec)
     den = _horner_lanes(_lane_coefs(den_pieces, spec), x, spec)
-    mag = (jnp.where(central, d, dt.type(1.0)) * num) / den
-    return jnp.where(upper, mag, -mag)
+    top = jnp.where(central, d, dt.type(1.0)) * num
+    return jnp.where(upper, top, -top) / den  # (-x) / y == -(x / y) exactly

@@ -16,6 +16,7 @@ Holds:
 - ``PPND7_*`` and ``PPND16_*``: coefficients of Wichura's algorithm AS241
   (Applied Statistics 37(3), 1988) for the normal quantile, in Horner order
   (highest degree first), for float32 and float64 draws.
+- ``LOG_NUM32``, ``LOG_DEN32``, ``LOG_ATANH64``: the logarithm of the significand.
 - ``F32`` and ``F64``: per-dtype numbers for the exact-product arithmetic of
   the normal draw (split masks, ln 2 in two short pieces, sqrt(2)).
 - ``split_constant``: how a coefficient is cut into two short halves.
@@ -124,6 +125,18 @@ PPND16_F = (
 )
 
 
+# ln(m) for m in [sqrt(1/2), sqrt(2)], float32: ln(m) = a * N(a) / D(a) with a = m - 1, a
+# [3/2] rational fitted by us (``parallax.rng._fit.fit_log_rational(3, 2)``: linearised least
+# squares on Chebyshev nodes), rounded to float32; max abs error 2.6e-8. One division at the
+# end keeps the whole float32 normal in one XLA fusion.
+LOG_NUM32 = (-0.005425661336630583, 0.06655803322792053, 0.8342825174331665, 1.0)
+LOG_DEN32 = (0.4003710150718689, 1.3342825174331665, 1.0)
+
+# ln(m), float64: 2 atanh(s) = 2 s (1 + s**2/3 + s**4/5 + ...), s = (m - 1) / (m + 1),
+# |s| <= 0.1716; ten terms (highest first), the first omitted term is below 1e-17.
+LOG_ATANH64 = tuple(2.0 / (2 * k + 1) for k in range(9, -1, -1))
+
+
 @dataclasses.dataclass(frozen=True)
 class FloatSpec:
     """Numbers for exact-product arithmetic in one float dtype.
@@ -131,10 +144,7 @@ class FloatSpec:
     ``split_mask`` keeps the top ``(mantissa + 1) // 2`` significant bits of a
     float (as a bit pattern), so a product of two halves is exact.
     ``ln2_hi`` and ``ln2_lo`` carry ln 2 in two pieces short enough that an
-    integer exponent times either piece is exact. ``log_coefs`` are the
-    Taylor coefficients of ``ln(m) = 2 atanh(s)`` in powers of ``s**2``,
-    highest first; with ``|s| <= 0.1716`` the first omitted term is below
-    3e-8 (float32, 4 terms) and 1e-17 (float64, 10 terms).
+    integer exponent times either piece is exact.
     """
 
     dtype: np.dtype
@@ -143,7 +153,6 @@ class FloatSpec:
     ln2_hi: float
     ln2_lo: float
     sqrt2: float
-    log_coefs: tuple[float, ...]
 
 
 def _ln2_pieces(dtype: type[np.floating], bits: int) -> tuple[float, float]:
@@ -163,7 +172,6 @@ F32 = FloatSpec(
     ln2_hi=_ln2_pieces(np.float32, 16)[0],
     ln2_lo=_ln2_pieces(np.float32, 16)[1],
     sqrt2=float(np.float32(1.41421356237309504880)),
-    log_coefs=tuple(2.0 / (2 * k + 1) for k in range(3, -1, -1)),
 )
 F64 = FloatSpec(
     dtype=np.dtype(np.float64),
@@ -172,7 +180,6 @@ F64 = FloatSpec(
     ln2_hi=_ln2_pieces(np.float64, 40)[0],
     ln2_lo=_ln2_pieces(np.float64, 40)[1],
     sqrt2=1.41421356237309504880,
-    log_coefs=tuple(2.0 / (2 * k + 1) for k in range(9, -1, -1)),
 )
 
 

@@ -132,10 +132,13 @@ def _log_from_int(n: int, bits: int, scale_exp: int, spec: _spec.FloatSpec) -> n
         mant = mant * f(0.5)
         k += 1
     kf = f(k)
-    s = (mant - f(1.0)) / (mant + f(1.0))
-    ss = _split(s, spec)
-    s2 = _mul(ss, ss)
-    ln_m = _mul(ss, _split(_horner(spec.log_coefs, s2, spec), spec))  # 2 atanh(s)
+    if spec.dtype == np.float32:  # ln m = a N(a) / D(a), a fitted rational
+        a = mant - f(1.0)
+        ln_m = (a * _horner(_spec.LOG_NUM32, a, spec)) / _horner(_spec.LOG_DEN32, a, spec)
+    else:  # ln m = 2 atanh(s), a series in s**2
+        s = (mant - f(1.0)) / (mant + f(1.0))
+        ss = _split(s, spec)
+        ln_m = _mul(ss, _split(_horner(_spec.LOG_ATANH64, _mul(ss, ss), spec), spec))
     return kf * f(spec.ln2_hi) + (kf * f(spec.ln2_lo) + ln_m)
 
 
@@ -158,11 +161,13 @@ def _normal_f32(w: int) -> np.float32:
     if d <= f(_spec.PPND7_SPLIT1):
         ds = _split(d, spec)
         r = f(_spec.PPND7_CONST1) - _mul(ds, ds)
-        mag = (d * _horner(_spec.PPND7_A, r, spec)) / _horner(_spec.PPND7_B, r, spec)
+        top = d * _horner(_spec.PPND7_A, r, spec)
+        den = _horner(_spec.PPND7_B, r, spec)
     else:
         t = np.sqrt(-_log_from_int(n, 32, 33, spec)) - f(_spec.PPND7_CONST2)
-        mag = _horner(_spec.PPND7_C, t, spec) / _horner(_spec.PPND7_D, t, spec)
-    return f(mag if upper else -mag)
+        top = _horner(_spec.PPND7_C, t, spec)
+        den = _horner(_spec.PPND7_D, t, spec)
+    return f((top if upper else -top) / den)
 
 
 def _normal_f64(w0: int, w1: int) -> np.float64:
@@ -177,16 +182,17 @@ def _normal_f64(w0: int, w1: int) -> np.float64:
     if d <= f(_spec.PPND16_SPLIT1):
         ds = _split(d, spec)
         r = f(_spec.PPND16_CONST1) - _mul(ds, ds)
-        mag = (d * _horner(_spec.PPND16_A, r, spec)) / _horner(_spec.PPND16_B, r, spec)
+        top = d * _horner(_spec.PPND16_A, r, spec)
+        den = _horner(_spec.PPND16_B, r, spec)
     else:
         root = np.sqrt(-_log_from_int(n, 64, 65, spec))
         if root <= f(_spec.PPND16_SPLIT2):
             t = root - f(_spec.PPND16_CONST2)
-            mag = _horner(_spec.PPND16_C, t, spec) / _horner(_spec.PPND16_D, t, spec)
+            top, den = _horner(_spec.PPND16_C, t, spec), _horner(_spec.PPND16_D, t, spec)
         else:
             t = root - f(_spec.PPND16_SPLIT2)
-            mag = _horner(_spec.PPND16_E, t, spec) / _horner(_spec.PPND16_F, t, spec)
-    return f(mag if upper else -mag)
+            top, den = _horner(_spec.PPND16_E, t, spec), _horner(_spec.PPND16_F, t, spec)
+    return f((top if upper else -top) / den)
 
 
 # ---------------------------------------------------------- argument handling
