@@ -96,7 +96,7 @@ class SlotTable:
 
     _RESERVED = frozenset({"slots", "names", "numbers", "to_markdown", "by_number"})
 
-    def __init__(self, *slots: Slot) -> None:
+    def __init__(self, *slots: Any) -> None:
         by_name: dict[str, Slot] = {}
         by_number: dict[int, Slot] = {}
         for s in slots:
