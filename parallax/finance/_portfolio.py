@@ -1,0 +1,442 @@
+"""`PortfolioEnv` (`Portfolio-v0`): allocate wealth across n assets and cash every step.
+
+- `PortfolioEnv`: sekai 0.2.0's `PortfolioEnv` as a pure Parallax env.
+- `PortfolioParams`: its numeric parameters (a pytree; vmappable for domain randomisation).
+- `PortfolioState`: the env state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PyTree, UInt32
+
+from .. import rng
+from .._core import KeyArray, State
+from .._spaces import Box, PyTreeSpace
+from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
+from ._costs import CostModel, as_cost_model, sum_left_to_right
+from ._market import Market, MarketState, correlation_default, float_dtype, load_prices
+from ._rewards import RewardFunction, as_reward, outcome_from_growth
+from ._samplers import as_sampler
+from ._trading import _timestamps
+from ._validation import finite_array, finite_number, int_at_least
+
+__all__ = ["PortfolioEnv", "PortfolioParams", "PortfolioState"]
+
+_S0 = 100.0  # sekai simulates every asset from 100
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class PortfolioParams:
+    """Numeric parameters of `PortfolioEnv` (every leaf float; cast to the env's dtype).
+
+    Attributes:
+        mu, sigma: `(n,)` GBM drifts and volatilities (annualised).
+        chol: `(n, n)` lower Cholesky factor of the shocks' correlation matrix (to change the
+            correlation, set `chol=numpy.linalg.cholesky(corr)`).
+        dt: step length in years, `()`.
+        capital: account size in currency (read by `FixedCost`), `()`.
+        cost: the cost model (its rates are leaves).
+        reward: the reward function (its weights and rates are leaves).
+    """
+
+    mu: Any
+    sigma: Any
+    chol: Any
+    dt: Any
+    capital: Any
+    cost: CostModel
+    reward: RewardFunction
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class PortfolioState:
+    """`PortfolioEnv`'s env state.
+
+    Attributes:
+        episode_key: uint32 `(2,)`, the `parallax.rng` key of the episode.
+        market: the `MarketState` (n assets).
+        weights: float `(n + 1,)`, the drifted weights, cash last.
+        portfolio_value: float `()`, relative to the start of the episode.
+        reward_state: the reward function's state.
+    """
+
+    episode_key: UInt32[Array, "2"]
+    market: MarketState
+    weights: Float[Array, " n1"]
+    portfolio_value: Float[Array, ""]
+    reward_state: PyTree
+
+
+def _check_correlation(corr: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """sekai's checks of a correlation matrix; returns it and its lower Cholesky factor."""
+    arr = np.asarray(corr, dtype=np.float64)
+    if arr.shape != (n, n):
+        raise ValueError(f"corr must have shape ({n}, {n}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("corr must be finite")
+    if not np.allclose(arr, arr.T, rtol=0.0, atol=1e-8):
+        raise ValueError("corr must be symmetric")
+    if not np.allclose(np.diag(arr), 1.0, rtol=0.0, atol=1e-8):
+        raise ValueError("corr must have a unit diagonal")
+    try:
+        chol = np.linalg.cholesky(arr)
+    except np.linalg.LinAlgError:
+        raise ValueError("corr must be positive definite") from None
+    return arr, chol
+
+
+def _per_asset(name: str, value: np.ndarray, n: int) -> np.ndarray:
+    if not (value.ndim == 0 or (value.ndim == 1 and value.shape[0] in (1, n))):
+        raise ValueError(
+            f"{name} must be a scalar or an array of length {n}, got shape {value.shape}"
+        )
+    return np.array(np.broadcast_to(value, (n,)), dtype=np.float64)
+
+
+class PortfolioEnv(HistoryEnv):
+    """Allocate wealth across several assets and cash every step (sekai's `Portfolio-v0`).
+
+    - Observation: a dict, `"returns"`: float32 `(lookback, n)` recent log returns, and
+      `"weights"`: float32 `(n + 1,)` the drifted weights, cash last (in `[0, 1]` long-only,
+      unbounded with `allow_short`).
+    - Action, long-only: `Box(0, 1, (n + 1,))` scores: negatives clip to 0, the rest are
+      normalised to sum to 1 (all cash if their sum is below 1e-12). With `allow_short`:
+      `Box(-1, 1, (n,))` target asset weights, clipped, scaled down to gross exposure 1 if
+      above it; cash takes `1 - sum`. Any action is reshaped to a flat vector first.
+    - Dynamics (decision row `i = L + t`): `trades = target[:n] - weights[:n]`,
+      `turnover = sum|trades|`, `cost = cost_model(trades)`, `r = P[i+1] / P[i] - 1`,
+      `growth = (1 - cost)(1 + target[:n] . r)` (0 if `cost >= 1`); weights drift to
+      `target (1 + r, 1) / sum(...)` (all cash after a wipe-out), value becomes
+      `max(value * growth, 0)`.
+    - Reward, termination and truncation as in `TradingEnv`.
+    - Info (float64 under x64): `portfolio_value`, `equity`, `weights` `(n + 1,)`,
+      `turnover`, `cost`, `asset_returns` `(n,)`, `dt`, `timestamp` (int32).
+
+    The constructor takes sekai's arguments with the same names, defaults and checks; the
+    default correlation is sekai's fixed matrix. `reset(key=..., start=row)` places the first
+    decision at a history row. Numeric parameters are in `params` (`PortfolioParams`).
+
+    Args:
+        prices: a price history `(T, n)` (a 1-D array is one asset), an array or a pandas
+            DataFrame; None to simulate correlated GBM.
+        data, model: sekai's `MarketData` / market model sources (checked, then refused).
+        n_assets: number of assets for the simulation (default 5); with `prices` it must
+            agree with them or be left out.
+        episode_length, lookback: ints >= 1 (252, 30).
+        transaction_cost: a rate or a cost model (1e-3).
+        allow_short: a bool (False).
+        mu, sigma: drifts (finite) and volatilities (finite >= 0), scalars or `(n,)`
+            (defaults `0.06` and `linspace(0.15, 0.35, n)`).
+        corr: `(n, n)` correlation matrix (symmetric, unit diagonal, positive definite);
+            default sekai's fixed matrix.
+        dt: step length in years, finite > 0 (default implied by dated prices, else 1/252).
+        reward: a reward function (default `LogReturn()`).
+        sampler: `"random"`, `"sequential"`, an int window position, or a sampler.
+        capital: account size in currency, finite > 0 (1e6).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax.finance import PortfolioEnv
+        >>> env = PortfolioEnv(n_assets=3, episode_length=5, lookback=4)
+        >>> state = env.reset(key=jax.random.key(0))
+        >>> state = env.step(state, jnp.ones(4) / 4)
+        >>> state.observation["returns"].shape, state.observation["weights"].shape
+        ((4, 3), (4,))
+    """
+
+    _name = "PortfolioEnv"
+
+    def __init__(
+        self,
+        prices: Any = None,
+        *,
+        data: Any = None,
+        n_assets: int | None = None,
+        episode_length: int = 252,
+        lookback: int = 30,
+        transaction_cost: Any = 1e-3,
+        allow_short: bool = False,
+        mu: Any = None,
+        sigma: Any = None,
+        corr: Any = None,
+        dt: float | None = None,
+        model: Any = None,
+        reward: Any = None,
+        sampler: Any = "random",
+        capital: float = 1_000_000.0,
+    ) -> None:
+        check_sources("PortfolioEnv", prices=prices, data=data, model=model)
+        episode_length = int_at_least("episode_length", episode_length, 1)
+        lookback = int_at_least("lookback", lookback, 1)
+        if dt is not None:
+            dt = finite_number("dt", dt, ">0")
+        cost = as_cost_model(transaction_cost)
+        window = lookback + episode_length + 1
+        history, implied_dt = (
+            (None, None) if prices is None else load_prices(prices, ndim=2, min_rows=window)
+        )
+        unsupported_source("PortfolioEnv", data, model)
+        if history is not None:
+            if n_assets is not None and n_assets != history.shape[1]:
+                raise ValueError(
+                    f"n_assets={n_assets} but the price history has {history.shape[1]} "
+                    "assets; leave n_assets out to follow it"
+                )
+            n = history.shape[1]
+        else:
+            n = 5 if n_assets is None else int_at_least("n_assets", n_assets, 1)
+        capital = finite_number("capital", capital, ">0")
+        if isinstance(allow_short, bool | np.bool_) or allow_short in (0, 1):
+            allow_short = bool(allow_short)
+        else:
+            raise TypeError(f"allow_short must be a bool, got {allow_short!r}")
+        mu_arr = np.full(n, 0.06) if mu is None else finite_array("mu", mu)
+        sigma_arr = (
+            np.linspace(0.15, 0.35, n) if sigma is None else finite_array("sigma", sigma, ">=0")
+        )
+        corr_arr = correlation_default(n) if corr is None else corr
+        if np.ndim(corr_arr) == 2 and np.shape(corr_arr)[0] != n:
+            raise ValueError(
+                f"corr implies {np.shape(corr_arr)[0]} assets but n_assets implies {n}"
+            )
+        mu_arr = _per_asset("mu", mu_arr, n)
+        sigma_arr = _per_asset("sigma", sigma_arr, n)
+        corr_arr, chol = _check_correlation(corr_arr, n)
+        reward_fn = as_reward(reward)
+        cost.check_assets(n)
+        self.sampler = as_sampler(sampler)
+        self.n_assets = n
+        self.allow_short = allow_short
+        self._episode_length = episode_length
+        self._lookback = lookback
+        self.transaction_cost = transaction_cost
+        self.corr = corr_arr
+        self.market = Market(
+            lookback=lookback,
+            episode_length=episode_length,
+            n_assets=n,
+            history=history,
+            correlated=True,
+        )
+        self.timestamps = _timestamps(prices, history)
+        self._check_sampler()
+        resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
+        self.params = PortfolioParams(
+            mu=mu_arr,
+            sigma=sigma_arr,
+            chol=chol,
+            dt=np.float64(resolved_dt),
+            capital=np.float64(capital),
+            cost=cost,
+            reward=reward_fn,
+        )
+        w_low, w_high = (-np.inf, np.inf) if allow_short else (0.0, 1.0)
+        self.observation_space = PyTreeSpace(
+            {
+                "returns": Box(-np.inf, np.inf, (lookback, n), jnp.float32),
+                "weights": Box(w_low, w_high, (n + 1,), jnp.float32),
+            }
+        )
+        if allow_short:
+            self.action_space = Box(-1.0, 1.0, (n,), jnp.float32)
+        else:
+            self.action_space = Box(0.0, 1.0, (n + 1,), jnp.float32)
+
+    # -- read-only shape parameters ------------------------------------------------------
+    @property
+    def episode_length(self) -> int:
+        """Steps per episode (fixed: it sizes the windows)."""
+        return self._episode_length
+
+    @property
+    def lookback(self) -> int:
+        """Rows of returns in the observation (fixed: it sizes the observation)."""
+        return self._lookback
+
+    @property
+    def prices(self) -> np.ndarray | None:
+        """The price history as float64 `(T, n)`, or None when simulated."""
+        return self.market.history
+
+    # -- dynamics ------------------------------------------------------------------------
+    def _cash_only(self, dtype: Any) -> Array:
+        return jnp.zeros((self.n_assets + 1,), dtype).at[-1].set(1.0)
+
+    def action_to_weights(self, action: Any, dtype: Any = None) -> Array:
+        """Map an action to target weights over (assets..., cash), as sekai does.
+
+        Args:
+            action: any array with `n + 1` (long-only) or `n` (`allow_short`) elements.
+            dtype: the float dtype (default: the env's current one).
+
+        Returns:
+            float `(n + 1,)` target weights summing to 1.
+        """
+        dtype = float_dtype() if dtype is None else dtype
+        a = jnp.reshape(jnp.asarray(action), (-1,)).astype(dtype)
+        expected = self.action_space.shape[0]
+        if a.shape[0] != expected:
+            raise ValueError(
+                f"PortfolioEnv: the action must have {expected} elements, got {a.shape[0]}"
+            )
+        if self.allow_short:
+            a = jnp.clip(a, -1.0, 1.0)
+            gross = sum_left_to_right(jnp.abs(a))
+            over = gross > 1.0
+            a = jnp.where(over, a / jnp.where(over, gross, 1.0), a)
+            return jnp.concatenate([a, (1.0 - sum_left_to_right(a))[None]])
+        a = jnp.maximum(a, 0.0)
+        total = sum_left_to_right(a)
+        small = total < 1e-12
+        return jnp.where(small, self._cash_only(dtype), a / jnp.where(small, 1.0, total))
+
+    def _observation(self, market: MarketState, weights: Array) -> dict[str, Array]:
+        return {"returns": market.window, "weights": weights.astype(jnp.float32)}
+
+    def _timestamp(self, market: MarketState, t: Array) -> Array:
+        if self.market.simulated:
+            return t.astype(jnp.int32)
+        return (market.start + self.lookback + t).astype(jnp.int32)
+
+    def reset(
+        self, *, key: KeyArray, start: Any = None, params: PortfolioParams | None = None
+    ) -> State:
+        """Start an episode (all cash, value 1).
+
+        Args:
+            key: a PRNG key (typed or raw).
+            start: optional first-decision row of a history (sekai's `options={"start": row}`).
+            params: optional `PortfolioParams` (default `self.params`).
+
+        Returns:
+            The first `State`.
+        """
+        dtype = float_dtype()
+        p = cast_params(self.params if params is None else params, dtype)
+        ek = rng.episode_key(key)
+        market = self.market.reset(
+            ek,
+            self._window_start(ek, start),
+            mu=p.mu,
+            sigma=p.sigma,
+            s0=jnp.asarray(_S0, dtype),
+            dt=p.dt,
+            chol=p.chol,
+            dtype=dtype,
+        )
+        weights = self._cash_only(dtype)
+        zero = jnp.zeros((), dtype)
+        value = jnp.ones((), dtype)
+        info = {
+            "portfolio_value": value,
+            "equity": value,
+            "weights": weights,
+            "turnover": zero,
+            "cost": zero,
+            "asset_returns": jnp.zeros((self.n_assets,), dtype),
+            "timestamp": self._timestamp(market, jnp.zeros((), jnp.int32)),
+            "dt": p.dt,
+        }
+        return State(
+            env_state=PortfolioState(
+                episode_key=ek,
+                market=market,
+                weights=weights,
+                portfolio_value=value,
+                reward_state=p.reward.init(dtype),
+            ),
+            observation=self._observation(market, weights),
+            reward=zero,
+            termination=jnp.bool_(False),
+            truncation=jnp.bool_(False),
+            info=info,
+            step_count=jnp.zeros((), jnp.int32),
+            key=key,
+        )
+
+    def step(self, state: State, action: Any, params: PortfolioParams | None = None) -> State:
+        """Rebalance to the action's target weights, then let the market move one row.
+
+        Args:
+            state: the current state.
+            action: float array with `n + 1` (long-only) or `n` (`allow_short`) elements.
+            params: optional `PortfolioParams` (default `self.params`).
+
+        Returns:
+            The next `State`.
+        """
+        es: PortfolioState = state.env_state
+        dtype = es.portfolio_value.dtype
+        p = cast_params(self.params if params is None else params, dtype)
+        n = self.n_assets
+        t = state.step_count
+        target = self.action_to_weights(action, dtype)
+        trades = target[:n] - es.weights[:n]
+        turnover = sum_left_to_right(jnp.abs(trades))
+        cost = p.cost(trades, equity=p.capital * es.portfolio_value)
+        market, before, after = self.market.advance(
+            es.market,
+            es.episode_key,
+            t,
+            mu=p.mu,
+            sigma=p.sigma,
+            s0=jnp.asarray(_S0, dtype),
+            dt=p.dt,
+            chol=p.chol,
+        )
+        asset_returns = after / before - 1.0
+        gross = sum_left_to_right(target[:n] * asset_returns)
+        growth = jnp.where(cost >= 1.0, 0.0, (1.0 - cost) * (1.0 + gross))
+        drifted = target * jnp.concatenate([1.0 + asset_returns, jnp.ones((1,), dtype)])
+        total = sum_left_to_right(drifted)
+        alive = growth > 0.0
+        weights = jnp.where(alive, drifted / jnp.where(alive, total, 1.0), self._cash_only(dtype))
+        value = jnp.maximum(es.portfolio_value * growth, 0.0)
+        t_next = t + 1
+        terminated = growth <= 0.0
+        truncated = ~terminated & (t_next >= self.episode_length)
+        outcome = outcome_from_growth(
+            growth, equity=value, turnover=turnover, cost=cost, previous_equity=es.portfolio_value
+        )
+        reward, reward_state = p.reward(outcome, es.reward_state)
+        info = {
+            "portfolio_value": value,
+            "equity": value,
+            "weights": weights,
+            "turnover": turnover,
+            "cost": cost,
+            "asset_returns": asset_returns,
+            "timestamp": self._timestamp(market, t_next),
+            "dt": p.dt,
+        }
+        return State(
+            env_state=PortfolioState(
+                episode_key=es.episode_key,
+                market=market,
+                weights=weights,
+                portfolio_value=value,
+                reward_state=reward_state,
+            ),
+            observation=self._observation(market, weights),
+            reward=reward,
+            termination=terminated,
+            truncation=truncated,
+            info=info,
+            step_count=t_next,
+            key=state.key,
+        )
+
+    def __repr__(self) -> str:
+        source = "GBM" if self.market.simulated else f"prices[{self.market.n_rows}]"
+        return (
+            f"PortfolioEnv({source}, n_assets={self.n_assets}, "
+            f"episode_length={self.episode_length}, lookback={self.lookback})"
+        )

@@ -1,0 +1,364 @@
+"""`TradingEnv` (`Trading-v0`): trade one asset by choosing a target position each step.
+
+- `TradingEnv`: sekai 0.2.0's `TradingEnv` as a pure Parallax env.
+- `TradingParams`: its numeric parameters (a pytree; vmappable for domain randomisation).
+- `TradingState`: the env state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PyTree, UInt32
+
+from .. import rng
+from .._core import KeyArray, State
+from .._spaces import Box, Discrete
+from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
+from ._costs import CostModel, as_cost_model
+from ._market import Market, MarketState, float_dtype, load_prices
+from ._rewards import RewardFunction, as_reward, outcome_from_growth
+from ._samplers import as_sampler
+from ._validation import finite_array, finite_number, int_at_least
+
+__all__ = ["TradingEnv", "TradingParams", "TradingState"]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class TradingParams:
+    """Numeric parameters of `TradingEnv` (every leaf float; the env casts them to its dtype).
+
+    Attributes:
+        positions: `(k,)` target positions (fractions of equity) that actions index.
+        mu, sigma, s0: GBM drift, volatility (annualised) and initial price, `()`.
+        dt: step length in years, `()`.
+        capital: account size in currency (read by `FixedCost`), `()`.
+        cost: the cost model (its rates are leaves).
+        reward: the reward function (its weights and rates are leaves).
+    """
+
+    positions: Any
+    mu: Any
+    sigma: Any
+    s0: Any
+    dt: Any
+    capital: Any
+    cost: CostModel
+    reward: RewardFunction
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class TradingState:
+    """`TradingEnv`'s env state.
+
+    Attributes:
+        episode_key: uint32 `(2,)`, the `parallax.rng` key of the episode.
+        market: the `MarketState` (one asset).
+        position: float `()`, the drifted position.
+        equity: float `()`, equity relative to the start of the episode.
+        reward_state: the reward function's state.
+    """
+
+    episode_key: UInt32[Array, "2"]
+    market: MarketState
+    position: Float[Array, ""]
+    equity: Float[Array, ""]
+    reward_state: PyTree
+
+
+class TradingEnv(HistoryEnv):
+    """Trade a single asset by choosing a target position each step (sekai's `Trading-v0`).
+
+    - Observation: float32 `(lookback + 1,)`: the last `lookback` log returns, then the
+      drifted position. The position's bounds are `[0 or -inf, 1 or inf]` as sekai's.
+    - Action: `Discrete(len(positions))`, an index into `positions` (out-of-range indices
+      are clamped; wrap the env in `parallax.CheckedWrapper` to stop on them).
+    - Dynamics (decision row `i = L + t`): `trade = w - p`, `cost = cost_model(trade)`,
+      `r = P[i+1] / P[i] - 1`, `growth = (1 - cost)(1 + w r)` (0 if `cost >= 1`); the
+      position drifts to `w (1 + r) / (w (1 + r) + 1 - w)` (0 after a wipe-out) and equity
+      becomes `max(equity * growth, 0)`.
+    - Reward: `reward(outcome)`, by default the log growth. Termination: `growth <= 0`.
+      Truncation: `t >= episode_length` and not terminated.
+    - Info (float64 under x64, else float32): `equity`, `position`, `price`, `asset_return`,
+      `cost`, `turnover`, `dt`, and `timestamp` (int32: the decision row for a history,
+      the step for a simulated market).
+
+    The constructor takes sekai's arguments with the same names, defaults and checks.
+    `reset(key=..., start=row)` places the first decision at `row` (sekai's
+    `options={"start": row}`). Numeric parameters are in `params` (`TradingParams`);
+    pass other params to `reset`/`step` (or use `with_params`) to randomise the market.
+
+    Args:
+        prices: a price history: a 1-D array (or `(T, 1)`), or a pandas Series/one-column
+            DataFrame; None to simulate GBM.
+        data, model: sekai's `MarketData` / market model sources (checked as sekai does,
+            then refused: not supported).
+        episode_length: steps per episode, int >= 1 (252).
+        lookback: log returns in the observation, int >= 1 (30).
+        positions: the allowed target positions, >= 2 finite numbers ((-1, 0, 1)).
+        transaction_cost: a rate (`ProportionalCost`) or a cost model (1e-3).
+        mu, sigma, s0: GBM drift (finite), volatility (finite >= 0) and initial price
+            (finite > 0) (0.05, 0.2, 100).
+        dt: step length in years, finite > 0 (default: implied by dated pandas prices, else
+            1/252).
+        reward: a reward function (default `LogReturn()`); sekai's are converted.
+        sampler: `"random"`, `"sequential"`, an int window position, or a sampler.
+        capital: account size in currency, finite > 0 (1e6).
+
+    Example:
+        >>> import jax
+        >>> from parallax.finance import TradingEnv
+        >>> env = TradingEnv(episode_length=5, lookback=3)
+        >>> state = env.reset(key=jax.random.key(0))
+        >>> state = env.step(state, 2)
+        >>> state.observation.shape, int(state.step_count), bool(state.truncation)
+        ((4,), 1, False)
+    """
+
+    _name = "TradingEnv"
+
+    def __init__(
+        self,
+        prices: Any = None,
+        *,
+        data: Any = None,
+        episode_length: int = 252,
+        lookback: int = 30,
+        positions: Sequence[float] = (-1.0, 0.0, 1.0),
+        transaction_cost: Any = 1e-3,
+        mu: float = 0.05,
+        sigma: float = 0.2,
+        dt: float | None = None,
+        s0: float = 100.0,
+        model: Any = None,
+        reward: Any = None,
+        sampler: Any = "random",
+        capital: float = 1_000_000.0,
+    ) -> None:
+        check_sources("TradingEnv", prices=prices, data=data, model=model)
+        episode_length = int_at_least("episode_length", episode_length, 1)
+        lookback = int_at_least("lookback", lookback, 1)
+        try:
+            count = len(positions)
+        except TypeError:
+            raise TypeError(f"positions must be a sequence of numbers, got {positions!r}") from None
+        if count < 2:
+            raise ValueError(f"positions needs at least two choices, got {positions!r}")
+        if model is not None and getattr(model, "n_assets", 1) != 1:
+            raise ValueError(f"TradingEnv needs a one-asset model, got {model.n_assets} assets")
+        if dt is not None:
+            dt = finite_number("dt", dt, ">0")
+        positions_arr = finite_array("positions", positions)
+        if positions_arr.ndim != 1:
+            raise ValueError(f"positions must be 1-D, got shape {positions_arr.shape}")
+        cost = as_cost_model(transaction_cost)
+        mu = finite_number("mu", mu)
+        sigma = finite_number("sigma", sigma, ">=0")
+        s0 = finite_number("s0", s0, ">0")
+        reward_fn = as_reward(reward)
+        capital = finite_number("capital", capital, ">0")
+        unsupported_source("TradingEnv", data, model)
+        window = lookback + episode_length + 1
+        history, implied_dt = (
+            (None, None) if prices is None else load_prices(prices, ndim=1, min_rows=window)
+        )
+        cost.check_assets(1)
+        self.sampler = as_sampler(sampler)
+        self._episode_length = episode_length
+        self._lookback = lookback
+        self.transaction_cost = transaction_cost
+        self.market = Market(
+            lookback=lookback,
+            episode_length=episode_length,
+            n_assets=1,
+            history=history,
+            correlated=False,
+        )
+        self.timestamps = _timestamps(prices, history)
+        self._check_sampler()
+        resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
+        self.params = TradingParams(
+            positions=positions_arr,
+            mu=np.float64(mu),
+            sigma=np.float64(sigma),
+            s0=np.float64(s0),
+            dt=np.float64(resolved_dt),
+            capital=np.float64(capital),
+            cost=cost,
+            reward=reward_fn,
+        )
+        pos_low = 0.0 if positions_arr.min() >= 0 else -np.inf
+        pos_high = 1.0 if positions_arr.max() <= 1 else np.inf
+        low = np.concatenate([np.full(lookback, -np.inf), [pos_low]])
+        high = np.concatenate([np.full(lookback, np.inf), [pos_high]])
+        self.observation_space = Box(low, high, (lookback + 1,), jnp.float32)
+        self.action_space = Discrete(count)
+
+    # -- read-only shape parameters ------------------------------------------------------------
+    @property
+    def episode_length(self) -> int:
+        """Steps per episode (fixed: it sizes the windows)."""
+        return self._episode_length
+
+    @property
+    def lookback(self) -> int:
+        """Log returns in the observation (fixed: it sizes the observation)."""
+        return self._lookback
+
+    @property
+    def prices(self) -> np.ndarray | None:
+        """The price history as float64 `(T,)`, or None when simulated."""
+        return None if self.market.history is None else self.market.history[:, 0]
+
+    # -- protocol ------------------------------------------------------------------------
+    def _observation(self, market: MarketState, position: Array) -> Array:
+        return jnp.concatenate([market.window[:, 0], position.astype(jnp.float32)[None]])
+
+    def _timestamp(self, market: MarketState, t: Array) -> Array:
+        if self.market.simulated:
+            return t.astype(jnp.int32)
+        return (market.start + self.lookback + t).astype(jnp.int32)
+
+    def reset(
+        self, *, key: KeyArray, start: Any = None, params: TradingParams | None = None
+    ) -> State:
+        """Start an episode.
+
+        Args:
+            key: a PRNG key (typed or raw).
+            start: optional first-decision row of a history (sekai's
+                `options={"start": row}`); an int (negative counts from the end), a
+                timestamp, or a traced int32 scalar.
+            params: optional `TradingParams` (default `self.params`).
+
+        Returns:
+            The first `State` (reward 0, flags False, step_count 0).
+        """
+        dtype = float_dtype()
+        p = cast_params(self.params if params is None else params, dtype)
+        ek = rng.episode_key(key)
+        market = self.market.reset(
+            ek,
+            self._window_start(ek, start),
+            mu=p.mu,
+            sigma=p.sigma,
+            s0=p.s0,
+            dt=p.dt,
+            chol=None,
+            dtype=dtype,
+        )
+        zero = jnp.zeros((), dtype)
+        position = zero
+        equity = jnp.ones((), dtype)
+        info = {
+            "equity": equity,
+            "position": position,
+            "price": market.price[0],
+            "asset_return": zero,
+            "cost": zero,
+            "turnover": zero,
+            "timestamp": self._timestamp(market, jnp.zeros((), jnp.int32)),
+            "dt": p.dt,
+        }
+        return State(
+            env_state=TradingState(
+                episode_key=ek,
+                market=market,
+                position=position,
+                equity=equity,
+                reward_state=p.reward.init(dtype),
+            ),
+            observation=self._observation(market, position),
+            reward=zero,
+            termination=jnp.bool_(False),
+            truncation=jnp.bool_(False),
+            info=info,
+            step_count=jnp.zeros((), jnp.int32),
+            key=key,
+        )
+
+    def step(self, state: State, action: Any, params: TradingParams | None = None) -> State:
+        """Trade to `positions[action]`, then let the market move one row.
+
+        Args:
+            state: the current state.
+            action: int scalar, an index into `positions`.
+            params: optional `TradingParams` (default `self.params`).
+
+        Returns:
+            The next `State`.
+        """
+        dtype = state.env_state.equity.dtype
+        p = cast_params(self.params if params is None else params, dtype)
+        es: TradingState = state.env_state
+        t = state.step_count
+        target = p.positions[jnp.asarray(action)]
+        trade = target - es.position
+        cost = p.cost(trade[None], equity=p.capital * es.equity)
+        market, before, after = self.market.advance(
+            es.market, es.episode_key, t, mu=p.mu, sigma=p.sigma, s0=p.s0, dt=p.dt, chol=None
+        )
+        asset_return = (after / before - 1.0)[0]
+        growth = jnp.where(cost >= 1.0, 0.0, (1.0 - cost) * (1.0 + target * asset_return))
+        held = target * (1.0 + asset_return)
+        value = held + (1.0 - target)
+        alive = (growth > 0.0) & (value > 0.0)
+        position = jnp.where(alive, held / jnp.where(alive, value, 1.0), 0.0)
+        t_next = t + 1
+        terminated = growth <= 0.0
+        equity = jnp.maximum(es.equity * growth, 0.0)
+        turnover = jnp.abs(trade)
+        outcome = outcome_from_growth(
+            growth, equity=equity, turnover=turnover, cost=cost, previous_equity=es.equity
+        )
+        reward, reward_state = p.reward(outcome, es.reward_state)
+        truncated = ~terminated & (t_next >= self.episode_length)
+        info = {
+            "equity": equity,
+            "position": position,
+            "price": after[0],
+            "asset_return": asset_return,
+            "cost": cost,
+            "turnover": turnover,
+            "timestamp": self._timestamp(market, t_next),
+            "dt": p.dt,
+        }
+        return State(
+            env_state=TradingState(
+                episode_key=es.episode_key,
+                market=market,
+                position=position,
+                equity=equity,
+                reward_state=reward_state,
+            ),
+            observation=self._observation(market, position),
+            reward=reward,
+            termination=terminated,
+            truncation=truncated,
+            info=info,
+            step_count=t_next,
+            key=state.key,
+        )
+
+    def __repr__(self) -> str:
+        source = "GBM" if self.market.simulated else f"prices[{self.market.n_rows}]"
+        return (
+            f"TradingEnv({source}, episode_length={self.episode_length}, lookback={self.lookback})"
+        )
+
+
+def _timestamps(prices: Any, history: np.ndarray | None) -> np.ndarray | None:
+    """Host timestamps of the history rows: the dates of dated pandas input, else row numbers."""
+    if history is None:
+        return None
+    index = getattr(prices, "index", None)
+    if index is not None and type(index).__name__ == "DatetimeIndex":
+        return np.asarray(index.values, dtype="datetime64[ns]")
+    return np.arange(history.shape[0])

@@ -1,0 +1,366 @@
+"""`TradingEnv` (Trading-v0) against sekai 0.2.0: spaces, trajectories, vector semantics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import sekai
+import sekai.finance as sf
+from finance_support import (
+    assert_values_match,
+    rollout,
+    run_against_sekai,
+    sp500,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import parallax
+from parallax import finance as pf
+
+SHORT = {"episode_length": 12, "lookback": 4}
+
+
+def _history(rows, seed=0):
+    return 100 * np.exp(np.cumsum(np.random.default_rng(seed).normal(0.0, 0.01, rows)))
+
+
+def _actions(count, n, seed):
+    return np.random.default_rng(seed).integers(0, n, count).astype(np.int32)
+
+
+# ---------------------------------------------------------------------------- spaces
+@pytest.mark.parametrize("positions", [(-1.0, 0.0, 1.0), (0.0, 1.0), (-3.0, 0.0, 3.0), (0.0, 2.0)])
+def test_spaces_match_sekai(positions):
+    ours = pf.TradingEnv(positions=positions, **SHORT)
+    theirs = sekai.make("Trading-v0", positions=positions, **SHORT)
+    assert ours.observation_space.shape == theirs.observation_space.shape
+    assert ours.observation_space.dtype == theirs.observation_space.dtype == np.float32
+    assert np.array_equal(ours.observation_space.low, theirs.observation_space.low)
+    assert np.array_equal(ours.observation_space.high, theirs.observation_space.high)
+    assert ours.action_space.n == theirs.action_space.n == len(positions)
+
+
+def test_registered_id_takes_sekai_keywords():
+    env = parallax.make("Trading-v0", positions=(0.0, 1.0), lookback=7, episode_length=9)
+    assert isinstance(env, pf.TradingEnv)
+    assert (env.lookback, env.episode_length, env.action_space.n) == (7, 9, 2)
+    with pytest.raises(AttributeError):
+        env.lookback = 3  # shape parameters are read-only, as in sekai
+
+
+# --------------------------------------------------------------- simulated markets
+GBM_CONFIGS = {
+    "default": {},
+    "levered": {"positions": [-3.0, 0.0, 3.0], "sigma": 3.0, "mu": -0.5, "s0": 50.0},
+    "costs_rewards": {
+        "positions": [0.0, 0.5, 1.0],
+        "transaction_cost": pf.ProportionalCost(2e-3) + pf.FixedCost(25.0) + pf.SpreadCost(1e-4),
+        "reward": pf.LogReturn()
+        - 0.5 * pf.DrawdownPenalty()
+        - 1e-3 * pf.TurnoverPenalty()
+        + pf.DifferentialSharpe(0.1),
+        "capital": 1e4,
+        "dt": 1 / 52,
+    },
+    "other_rewards": {
+        "transaction_cost": pf.NoCost(),
+        "reward": pf.SimpleReturn() + 2.0 * pf.ProfitAndLoss() - pf.MeanVariance(4.0),
+        "sigma": 0.8,
+    },
+}
+
+
+def _sekai_kwargs(kwargs):
+    """Our kwargs with our cost/reward objects swapped for sekai's (same repr, same meaning)."""
+    out = dict(kwargs)
+    swaps = {
+        "ProportionalCost(0.002) + FixedCost(25.0) + SpreadCost(half_spread=0.0001)": (
+            sf.ProportionalCost(2e-3) + sf.FixedCost(25.0) + sf.SpreadCost(half_spread=1e-4)
+        ),
+        "NoCost()": sf.NoCost(),
+        "LogReturn() - 0.5 * DrawdownPenalty() - 0.001 * TurnoverPenalty() + "
+        "DifferentialSharpe(eta=0.1)": sf.LogReturn()
+        - 0.5 * sf.DrawdownPenalty()
+        - 1e-3 * sf.TurnoverPenalty()
+        + sf.DifferentialSharpe(0.1),
+        "SimpleReturn() + 2 * ProfitAndLoss() - MeanVariance(4)": sf.SimpleReturn()
+        + 2.0 * sf.ProfitAndLoss()
+        - sf.MeanVariance(4.0),
+    }
+    for name in ("transaction_cost", "reward"):
+        if name in out and not isinstance(out[name], float):
+            out[name] = swaps[repr(out[name])]
+    return out
+
+
+@pytest.mark.parametrize("config", list(GBM_CONFIGS))
+def test_gbm_trajectories_match_sekai(config):
+    kwargs = {**SHORT, **GBM_CONFIGS[config]}
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(**kwargs)
+        theirs = sekai.make("Trading-v0", **_sekai_kwargs(kwargs))
+        lengths = []
+        for seed in range(3):
+            actions = _actions(SHORT["episode_length"], env.action_space.n, seed)
+            lengths.append(run_against_sekai(env, theirs, jax.random.key(seed), actions))
+    if config == "levered":
+        assert min(lengths) < SHORT["episode_length"], "expected a wipe-out (termination)"
+    else:
+        assert lengths == [SHORT["episode_length"]] * 3
+
+
+# ------------------------------------------------------------------- price history
+def test_history_fixed_and_explicit_starts_match_sekai():
+    prices = _history(60)
+    kwargs = {**SHORT, "prices": prices, "sampler": 7, "transaction_cost": 5e-3}
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(**kwargs)
+        theirs = sekai.make("Trading-v0", **kwargs)
+        actions = _actions(SHORT["episode_length"], 3, 0)
+        assert run_against_sekai(env, theirs, jax.random.key(0), actions) == 12
+        for start in (4, 30, -13, np.int64(-20)):
+            assert run_against_sekai(env, theirs, jax.random.key(1), actions, start=start) == 12
+
+
+def test_history_random_start_matches_sekai_through_the_shim():
+    prices = _history(80, seed=3)
+    kwargs = {**SHORT, "prices": prices, "positions": (0.0, 1.0)}
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(**kwargs)
+        theirs = sekai.make("Trading-v0", **kwargs)
+        starts = set()
+        for seed in range(4):
+            key = jax.random.key(seed)
+            actions = _actions(SHORT["episode_length"], 2, seed)
+            run_against_sekai(env, theirs, key, actions)
+            starts.add(env.sekai_draws(key)[0][2])
+        assert len(starts) > 1
+
+
+def test_sp500_windows_match_sekai():
+    closes = sp500(400)
+    kwargs = {"episode_length": 40, "lookback": 10, "transaction_cost": 2e-4}
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(np.asarray(closes), **kwargs)
+        theirs = sekai.make("Trading-v0", prices=np.asarray(closes), **kwargs)
+        for seed, start in ((0, None), (1, 10), (2, -41)):
+            actions = _actions(40, 3, seed)
+            assert run_against_sekai(env, theirs, jax.random.key(seed), actions, start=start) == 40
+
+
+def test_dated_prices_give_sekais_step_length_and_dates():
+    closes = sp500(400)  # a pandas Series indexed by dates, as sekai users pass it
+    kwargs = {"episode_length": 40, "lookback": 10, "sampler": 100}
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(closes, **kwargs)
+        theirs = sekai.make("Trading-v0", prices=closes, **kwargs)
+        assert float(env.params.dt) == theirs.dt != 1 / 252
+        actions = _actions(40, 3, 3)
+        run_against_sekai(env, theirs, jax.random.key(3), actions, timestamps=env.timestamps)
+        start = np.datetime64("2000-03-01")
+        row = env.resolve_start(start)
+        assert env.timestamps[row] == theirs.reset(options={"start": start}).info["timestamp"]
+
+
+# ------------------------------------------------------------------------- starts
+def test_start_argument_is_checked_as_sekai_checks_it():
+    prices = _history(40)
+    env = pf.TradingEnv(prices, **SHORT)
+    theirs = sekai.make("Trading-v0", prices=prices, **SHORT)
+    for bad in (3, 40, -1, 24 + 4 + 1, True, "2020-01-01", np.nan):
+        with pytest.raises((ValueError, TypeError)) as want:
+            theirs.reset(options={"start": bad})
+        with pytest.raises(want.type):
+            env.reset(key=jax.random.key(0), start=bad)
+    assert int(env.reset(key=jax.random.key(0), start=20.5).info["timestamp"]) == 21
+    assert int(env.reset(key=jax.random.key(0), start=-13).info["timestamp"]) == 27
+    with pytest.raises(ValueError, match="price history"):
+        pf.TradingEnv(**SHORT).reset(key=jax.random.key(0), start=5)
+    traced = jax.jit(lambda row: env.reset(key=jax.random.key(0), start=row).info["timestamp"])
+    assert int(traced(jnp.int32(-13))) == 27
+    with pytest.raises(Exception, match="start outside the valid rows"):
+        jax.block_until_ready(traced(jnp.int32(2)))
+
+
+def test_split_history_between_sub_envs_as_sekai_docs():
+    history = _history(179)
+    trading = {"prices": history, "episode_length": 21, "lookback": 10}
+    lanes = 4
+    starts = list(range(10, len(history) - 21, 21))
+    ref = sekai.make_vec("Trading-v0", lanes, vector_kwargs={"autoreset": False}, **trading)
+    covered = []
+    with jax.enable_x64(True):
+        vec = parallax.make_vec("Trading-v0", lanes, autoreset=False, **trading)
+        step = jax.jit(vec.step)
+        action = jnp.ones(lanes, jnp.int32)
+        for k in range(0, len(starts), lanes):
+            state = pf.reset_with_start(vec, key=jax.random.key(k), start=starts[k : k + lanes])
+            out = ref.reset(options=[{"start": t} for t in starts[k : k + lanes]])
+            assert_values_match(state.observation, out.observations, "reset")
+            covered += state.info["timestamp"].tolist()
+            for _ in range(21):
+                state = step(state, action)
+                out = ref.step(np.ones(lanes, int))
+                assert_values_match(state.observation, out.observations, "observation")
+                assert_values_match(state.reward, out.rewards, "reward")
+            assert bool(state.truncation.all()) and bool(out.truncated.all())
+    assert covered == [10, 31, 52, 73, 94, 115, 136, 157]
+    ref.close()
+
+
+def test_sequential_starts_follow_sekais_sampler():
+    prices = _history(100)
+    env = pf.TradingEnv(prices, sampler=pf.SequentialStart(start=5, stride=30), **SHORT)
+    theirs = sekai.make("Trading-v0", prices=prices, sampler=sf.SequentialStart(5, 30), **SHORT)
+    rows = env.sequential_starts(6)
+    want = [int(theirs.reset(seed=0).info["timestamp"]) for _ in range(6)]
+    assert rows.tolist() == want
+    stamps = [int(env.reset(key=jax.random.key(0), start=int(r)).info["timestamp"]) for r in rows]
+    assert stamps == want
+    # a plain reset has no memory of earlier episodes: it uses the first window
+    assert int(env.reset(key=jax.random.key(0)).info["timestamp"]) == want[0]
+
+
+# ------------------------------------------------------------- vector semantics
+def test_vector_autoreset_and_time_limit_match_sekai_native():
+    prices = _history(50, seed=5)
+    kwargs = {"prices": prices, "sampler": 3, "episode_length": 10, "lookback": 3}
+    lanes, limit, steps = 3, 7, 25
+    ref = sekai.make_vec(
+        "Trading-v0", lanes, vectorization_mode="native", max_episode_steps=limit, **kwargs
+    )
+    actions = np.random.default_rng(0).integers(0, 3, (steps, lanes)).astype(np.int32)
+    finished = 0
+    with jax.enable_x64(True):
+        vec = parallax.make_vec("Trading-v0", lanes, max_episode_steps=limit, **kwargs)
+        state = vec.reset(key=jax.random.key(0))
+        out = ref.reset(seed=0)
+        assert_values_match(state.observation, out.observations, "reset")
+        step = jax.jit(vec.step)
+        for t in range(steps):
+            state = jax.device_get(step(state, actions[t]))
+            out = ref.step(actions[t])
+            finished += _compare_vector_step(state, out, lanes, f"step {t + 1}")
+    assert finished == lanes * 3  # every lane truncated by the time limit, three times
+    ref.close()
+
+
+def _compare_vector_step(state, out, lanes, where):
+    """Compare one batched step with sekai's native result; returns how many lanes ended.
+
+    sekai keeps the finished step's info at the top level and the new episode's in
+    `reset_info`; ours has the new episode's info at the top level and the finished step's
+    in `final_info` (both have the terminal observation in `final_observation`).
+    """
+    assert_values_match(state.observation, out.observations, f"{where} observation")
+    assert_values_match(state.reward, out.rewards, f"{where} reward")
+    assert np.array_equal(state.termination, out.terminated), where
+    assert np.array_equal(state.truncation, out.truncated), where
+    finished = 0
+    for i in range(lanes):
+        info = out.infos[i]
+        ours = {k: v[i] for k, v in state.info.items() if not k.startswith("final_")}
+        if out.dones[i]:
+            finished += 1
+            final_obs = jax.tree.map(lambda x, i=i: x[i], state.info["final_observation"])
+            assert_values_match(final_obs, info["final_observation"], where)
+            for name, value in state.info["final_info"].items():
+                assert_values_match(value[i], info["final_info"][name], f"{where} final {name}")
+            info = info["reset_info"]
+        for name, value in ours.items():
+            assert_values_match(value, info[name], f"{where} lane {i} info {name}")
+    return finished
+
+
+# ------------------------------------------------------------------- dtype contract
+def test_dtypes_follow_the_float_mode(x64):
+    env = pf.TradingEnv(**SHORT)
+    first, states = rollout(env, jax.random.key(0), _actions(12, 3, 0))
+    want = np.float64 if x64 else np.float32
+    for state in (first, jax.tree.map(lambda x: x[0], states)):
+        assert state.observation.dtype == np.float32
+        assert state.reward.dtype == want
+        assert state.termination.dtype == np.bool_ and state.step_count.dtype == np.int32
+        assert state.info["timestamp"].dtype == np.int32
+        for name in ("equity", "position", "price", "asset_return", "cost", "turnover", "dt"):
+            assert state.info[name].dtype == want, name
+    assert jax.tree.structure(first) == jax.tree.structure(jax.tree.map(lambda x: x[0], states))
+
+
+# ------------------------------------------------------------- params / randomisation
+def test_params_can_be_vmapped_without_retracing():
+    env = pf.TradingEnv(episode_length=30, lookback=2, transaction_cost=0.0)
+    traces = []
+
+    def episode(key, sigma):
+        traces.append(1)
+        params = dataclasses.replace(env.params, sigma=sigma)
+        state = env.reset(key=key, params=params)
+
+        def body(state, _):
+            state = env.step(state, jnp.int32(2), params)
+            return state, state.info["asset_return"]
+
+        return jax.lax.scan(body, state, None, length=30)[1]
+
+    run = jax.jit(jax.vmap(episode))
+    keys = jax.random.split(jax.random.key(0), 32)
+    low = run(keys, jnp.full(32, 0.05))
+    high = run(keys, jnp.full(32, 0.8))
+    assert len(traces) == 1
+    ratio = float(jnp.std(high) / jnp.std(low))
+    assert 12.0 < ratio < 20.0  # returns scale with sigma (0.8 / 0.05 = 16)
+
+
+def test_with_params_reaches_through_wrappers():
+    env = pf.TradingEnv(episode_length=3, lookback=2)
+    calm = env.with_params(dataclasses.replace(env.params, sigma=0.0, mu=0.0))
+    stack = parallax.AutoResetWrapper(calm)
+    state = jax.jit(lambda k: stack.step(stack.reset(key=k), jnp.int32(2)))(jax.random.key(1))
+    assert float(state.info["asset_return"]) == 0.0
+    assert float(env.params.sigma) == 0.2  # the original is untouched
+
+
+# ------------------------------------------------------------------ property tests
+PROPERTY_ENV = pf.TradingEnv(**SHORT)  # the structure of the default runs (shared compilation)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(
+    mu=st.floats(-2.0, 2.0),
+    sigma=st.floats(0.0, 4.0),
+    s0=st.floats(1e-2, 1e4),
+    positions=st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3),
+    rate=st.floats(0.0, 1.5),
+    seed=st.integers(0, 2**16),
+)
+def test_properties_over_parameters_and_actions(mu, sigma, s0, positions, rate, seed):
+    env = PROPERTY_ENV
+    params = dataclasses.replace(
+        env.params,
+        mu=np.float64(mu),
+        sigma=np.float64(sigma),
+        s0=np.float64(s0),
+        positions=np.asarray(positions),
+        cost=pf.ProportionalCost(rate),
+    )
+    pos = np.asarray(positions)
+    space = pf.TradingEnv(positions=tuple(pos.tolist()), **SHORT).observation_space
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            first, states = rollout(
+                env.with_params(params), jax.random.key(seed), _actions(12, 3, seed)
+            )
+        assert bool(space.contains(jnp.asarray(first.observation)))
+        obs = np.concatenate([first.observation[None], states.observation])
+        rewards = np.concatenate([first.reward[None], states.reward])
+        equity = np.concatenate([first.info["equity"][None], states.info["equity"]])
+        assert np.all(np.isfinite(obs)) and np.all(np.isfinite(rewards))
+        assert np.all((obs >= low) & (obs <= high))
+        assert np.all(equity >= 0.0)
