@@ -13,17 +13,21 @@
 
 Every function works with the default float dtype (float64 under `jax_enable_x64`, else
 float32), is elementwise in its scalar arguments (so it broadcasts and vmaps over parameter
-batches), and has no Python branches on values, so it traces once.
+batches), has no Python branches on values, and is jitted (with `n_steps` static), so eager
+calls compile once per shape and dtype.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
+
+from ._mm_common import divide, float_dtype
 
 if TYPE_CHECKING:  # imported lazily at run time to keep `parallax.finance` imports cheap
     from .._core import State
@@ -46,7 +50,13 @@ LINEAR_KAPPA_T = 1e-8
 
 def _float(x: ArrayLike) -> Array:
     """`x` as an array of the default float dtype (float64 under x64, else float32)."""
-    return jnp.asarray(x, dtype=jax.dtypes.canonicalize_dtype(jnp.float64))
+    return jnp.asarray(x, dtype=float_dtype())
+
+
+def _check_steps(n_steps: Any) -> int:
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+        raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+    return n_steps
 
 
 def _trailing(x: Array) -> Array:
@@ -54,6 +64,7 @@ def _trailing(x: Array) -> Array:
     return x[..., None] if x.ndim else x
 
 
+@jax.jit
 def _as_offsets(
     inventory: ArrayLike,
     time_remaining: ArrayLike,
@@ -76,6 +87,7 @@ def _as_offsets(
     return spread / 2 + skew, spread / 2 - skew
 
 
+@jax.jit
 def avellaneda_stoikov_quotes(
     mid: ArrayLike,
     inventory: ArrayLike,
@@ -117,6 +129,7 @@ def avellaneda_stoikov_quotes(
     return m - bid_offset, m + ask_offset
 
 
+@jax.jit
 def avellaneda_stoikov_action(
     inventory: ArrayLike,
     time_remaining: ArrayLike,
@@ -192,12 +205,15 @@ def almgren_chriss_trajectory(
         >>> [round(float(v)) for v in x]
         [1000000, 800000, 600000, 400000, 200000, 0]
     """
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-        raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
-    x0, horizon = _float(initial_inventory), _float(total_time)
-    sigma, gamma = _float(sigma), _float(permanent_impact)
-    eta, lam = _float(temporary_impact), _float(risk_aversion)
-    tau = horizon / n_steps
+    args = (initial_inventory, total_time, sigma, permanent_impact, temporary_impact, risk_aversion)
+    return _trajectory(_check_steps(n_steps), *map(_float, args))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _trajectory(
+    n_steps: int, x0: Array, horizon: Array, sigma: Array, gamma: Array, eta: Array, lam: Array
+) -> Array:
+    tau = divide(horizon, n_steps)
     t = jnp.arange(n_steps + 1, dtype=tau.dtype) * tau
     eta_tilde = eta - 0.5 * gamma * tau
     kappa_tilde_sq = lam * sigma**2 / eta_tilde
@@ -210,7 +226,8 @@ def almgren_chriss_trajectory(
     a = kappa * (horizon - t)
     b = jnp.where(linear, 1.0, kappa * horizon)
     ratio = jnp.exp(a - b) * (jnp.expm1(-2.0 * a) / jnp.expm1(-2.0 * b))
-    return jnp.where(linear, straight, x0 * ratio)
+    # Holdings are >= 0; at t_N = T a fused multiply-add in `T - t` can leave -1e-11.
+    return jnp.maximum(jnp.where(linear, straight, x0 * ratio), 0.0)
 
 
 def almgren_chriss_actions(
@@ -242,15 +259,13 @@ def almgren_chriss_actions(
         >>> almgren_chriss_actions(n_steps=4, risk_aversion=0.0)[:, 0].tolist()
         [0.25, 0.3333333432674408, 0.5, 1.0]
     """
-    x = almgren_chriss_trajectory(
-        n_steps=n_steps,
-        initial_inventory=initial_inventory,
-        total_time=total_time,
-        sigma=sigma,
-        permanent_impact=permanent_impact,
-        temporary_impact=temporary_impact,
-        risk_aversion=risk_aversion,
-    )
+    args = (initial_inventory, total_time, sigma, permanent_impact, temporary_impact, risk_aversion)
+    return _actions(_check_steps(n_steps), *map(_float, args))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _actions(n_steps: int, *args: Array) -> Array:
+    x = _trajectory(n_steps, *args)
     held = x[:-1]
     sold = held - x[1:]
     positive = held > 0
@@ -298,13 +313,23 @@ def expected_shortfall(
     n = _float(trades)
     if n.ndim < 1:
         raise ValueError(f"trades must have at least one axis, got shape {n.shape}")
-    steps = n.shape[-1] if n_steps is None else n_steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"n_steps must be an int >= 1, got {steps!r}")
-    x0, horizon = _float(initial_inventory), _float(total_time)
-    sigma, gamma = _float(sigma), _float(permanent_impact)
-    eta, epsilon = _float(temporary_impact), _float(fixed_cost)
-    tau = horizon / steps
+    steps = _check_steps(n.shape[-1] if n_steps is None else n_steps)
+    args = (initial_inventory, total_time, sigma, permanent_impact, temporary_impact, fixed_cost)
+    return _shortfall(steps, n, *map(_float, args))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _shortfall(
+    n_steps: int,
+    n: Array,
+    x0: Array,
+    horizon: Array,
+    sigma: Array,
+    gamma: Array,
+    eta: Array,
+    epsilon: Array,
+) -> tuple[Array, Array]:
+    tau = divide(horizon, n_steps)
     x_after = _trailing(x0) - jnp.cumsum(n, axis=-1)
     eta_tilde = eta - 0.5 * gamma * tau
     mean = (
@@ -354,7 +379,7 @@ def avellaneda_stoikov_policy(
 
     def policy(state: State) -> Array:
         p = _unwrapped_params(env, params)
-        dt = _float(p.total_time) / n_steps
+        dt = divide(_float(p.total_time), n_steps)
         remaining = _float(n_steps - state.step_count) * dt
         return avellaneda_stoikov_action(
             state.env_state.inventory,
