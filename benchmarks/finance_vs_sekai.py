@@ -1,0 +1,238 @@
+"""Throughput of the finance envs: Parallax (jitted `lax.scan` over `make_vec`) vs sekai 0.2.0.
+
+For each env id and batch size N, in the same run on the same machine:
+
+- parallax: `parallax.make_vec(id, N, **kwargs)` (auto-reset on, same-step), uniform random
+  actions drawn with `parallax.rng` inside a jitted `lax.scan` of `--steps` steps; the best
+  of two timed calls after a warm-up call that compiles it. Episodes are short (see `ENV_KWARGS`), so many end inside the run.
+- sekai native: `sekai.make_vec(id, N, vectorization_mode="native", **kwargs)`, random actions
+  from `batch_action_space` (as `sekai bench` does), stepped from Python.
+- sekai sync: the same with `vectorization_mode="sync"` (N Python envs).
+
+sekai runs are timed for at least `--min-seconds` (or `--steps` steps, whichever comes first,
+after a few warm-up steps). Env steps per second = steps x N / seconds.
+
+    python benchmarks/finance_vs_sekai.py                        # all four envs, N = 16 1024 4096 16384
+    python benchmarks/finance_vs_sekai.py --ids Trading-v0 --num-envs 1024 --json out.json
+
+An id whose parallax env cannot be imported yet is skipped with a message. Results are
+printed as a table and written as JSON (`--json`, default `benchmarks/results/finance_vs_sekai.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ALL_IDS = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0")
+
+# Short episodes, so that auto-resets happen inside the timed run; the same for both sides.
+ENV_KWARGS: dict[str, dict[str, Any]] = {
+    "Trading-v0": {"episode_length": 50},
+    "Portfolio-v0": {"episode_length": 50},
+    "MarketMaking-v0": {"n_steps": 50},
+    "OptimalExecution-v0": {"n_steps": 25},
+}
+
+
+def _action_sampler(space: Any, num_envs: int) -> Any:
+    """Uniform random actions for `num_envs` envs from `parallax.rng` (counter-based, cheap).
+
+    `Discrete(n)`: `randint(n)`; a bounded `Box`: `low + (high - low) * uniform`.
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    from parallax import rng, spaces
+
+    if isinstance(space, spaces.Discrete):
+
+        def sample_discrete(episode_key: Any, t: Any) -> Any:
+            return rng.randint_vector(episode_key, t, 0, num_envs, space.n, dtype=space.dtype)
+
+        return sample_discrete
+    if isinstance(space, spaces.Box) and np.all(np.isfinite(space.low)):
+        size = int(np.prod(space.shape))
+        low = jnp.asarray(space.low.reshape(-1), jnp.float32)
+        width = jnp.asarray((space.high - space.low).reshape(-1), jnp.float32)
+
+        def sample_box(episode_key: Any, t: Any) -> Any:
+            u = rng.uniform_vector(episode_key, t, 0, num_envs * size).reshape(num_envs, size)
+            return (low + width * u).reshape(num_envs, *space.shape).astype(space.dtype)
+
+        return sample_box
+    raise TypeError(f"no random-action sampler for {space!r}")
+
+
+def _parallax_rate(
+    env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+
+    import parallax
+    from parallax import rng
+
+    vec = parallax.make_vec(env_id, num_envs, **kwargs)
+    sample = _action_sampler(vec.action_space, num_envs)
+
+    @jax.jit
+    def run(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        state = vec.reset(key=key)
+        action_key = rng.episode_key(jax.random.fold_in(key, 1))
+
+        def body(carry: Any, t: jax.Array) -> tuple[Any, None]:
+            state, done_count = carry
+            state = vec.step(state, sample(action_key, t))
+            return (state, done_count + jnp.sum(state.done, dtype=jnp.int32)), None
+
+        (state, done_count), _ = jax.lax.scan(
+            body, (state, jnp.zeros((), jnp.int32)), jnp.arange(steps, dtype=jnp.uint32)
+        )
+        return jnp.sum(state.reward), done_count
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(run(jax.random.key(0)))
+    compile_s = time.perf_counter() - t0
+    best = float("inf")
+    episodes = 0
+    for rep in range(2):  # the best of two timed runs (the machine is shared)
+        t0 = time.perf_counter()
+        _, ended = jax.block_until_ready(run(jax.random.key(1 + rep)))
+        best = min(best, time.perf_counter() - t0)
+        episodes = int(ended)
+    return {
+        "steps_per_s": steps * num_envs / best,
+        "seconds": best,
+        "steps": steps,
+        "episodes_ended": episodes,
+        "compile_s": compile_s,
+    }
+
+
+def _sekai_rate(
+    env_id: str, num_envs: int, mode: str, steps: int, min_seconds: float, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    import sekai
+
+    vec = sekai.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    try:
+        vec.reset(seed=0)
+        actions = vec.batch_action_space
+        actions.seed(0)
+        for _ in range(3):  # warm-up
+            vec.step(actions.sample())
+        done = 0
+        taken = 0
+        t0 = time.perf_counter()
+        while taken < steps:
+            result = vec.step(actions.sample())
+            done += int(result.dones.sum())
+            taken += 1
+            if taken >= 3 and time.perf_counter() - t0 >= min_seconds:
+                break
+        elapsed = time.perf_counter() - t0
+    finally:
+        vec.close()
+    return {
+        "steps_per_s": taken * num_envs / elapsed,
+        "seconds": elapsed,
+        "steps": taken,
+        "episodes_ended": done,
+    }
+
+
+def _importable(env_id: str) -> str | None:
+    """None if parallax can build `env_id`, else the reason."""
+    import parallax
+
+    try:
+        parallax.make(env_id, **ENV_KWARGS.get(env_id, {}))
+    except (ImportError, AttributeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ids", nargs="+", default=list(ALL_IDS), help="env ids")
+    parser.add_argument(
+        "--num-envs", nargs="+", type=int, default=[16, 1024, 4096, 16384], help="batch sizes N"
+    )
+    parser.add_argument("--steps", type=int, default=500, help="parallax scan length")
+    parser.add_argument("--sekai-steps", type=int, default=500, help="most sekai steps per run")
+    parser.add_argument("--min-seconds", type=float, default=2.0, help="least sekai time per run")
+    parser.add_argument(
+        "--modes", nargs="+", default=["native", "sync"], help="sekai vectorization modes"
+    )
+    parser.add_argument("--sync-max-envs", type=int, default=4096, help="skip sync above this N")
+    parser.add_argument(
+        "--json",
+        default=str(Path(__file__).parent / "results" / "finance_vs_sekai.json"),
+        help="where to write the results",
+    )
+    args = parser.parse_args(argv)
+
+    import jax
+
+    rows: list[dict[str, Any]] = []
+    for env_id in args.ids:
+        reason = _importable(env_id)
+        if reason is not None:
+            print(f"skipping {env_id}: the parallax env is not importable ({reason})")
+            continue
+        kwargs = ENV_KWARGS.get(env_id, {})
+        for n in args.num_envs:
+            row: dict[str, Any] = {"id": env_id, "num_envs": n, "kwargs": kwargs}
+            row["parallax"] = _parallax_rate(env_id, n, args.steps, kwargs)
+            for mode in args.modes:
+                if mode == "sync" and n > args.sync_max_envs:
+                    continue
+                row[f"sekai_{mode}"] = _sekai_rate(
+                    env_id, n, mode, args.sekai_steps, args.min_seconds, kwargs
+                )
+            for mode in args.modes:
+                if f"sekai_{mode}" in row:
+                    row[f"ratio_vs_{mode}"] = (
+                        row["parallax"]["steps_per_s"] / row[f"sekai_{mode}"]["steps_per_s"]
+                    )
+            rows.append(row)
+            _print_row(row, args.modes)
+            sys.stdout.flush()
+
+    meta = {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "x64": bool(jax.config.jax_enable_x64),
+        "parallax_steps": args.steps,
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+def _print_row(row: dict[str, Any], modes: list[str]) -> None:
+    parts = [f"{row['id']:<20} N={row['num_envs']:<6}"]
+    parts.append(f"parallax {row['parallax']['steps_per_s']:>13,.0f}/s")
+    for mode in modes:
+        key = f"sekai_{mode}"
+        if key in row:
+            parts.append(
+                f"sekai {mode} {row[key]['steps_per_s']:>11,.0f}/s (x{row[f'ratio_vs_{mode}']:.1f})"
+            )
+    parts.append(f"episodes {row['parallax']['episodes_ended']}")
+    print("  ".join(parts))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
