@@ -12,8 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import importlib
+import io
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -459,3 +463,20 @@ def test_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "rng.md"
+
+
+def test_docs_page_examples_run():
+    text = DOC.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 5
+    for block in blocks:
+        for module in re.findall(r"^(?:from|import) (\S+)", block, re.M):
+            assert module in ("jax", "jax.numpy", "numpy", "parallax", "parallax.rng"), module
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, str(DOC), "exec"), {})
+        if out.getvalue():
+            assert out.getvalue() in text  # printed output is shown verbatim on the page
