@@ -1,0 +1,434 @@
+"""OptimalExecution-v0 is sekai 0.2.0's OptimalExecution-v0, re-expressed in JAX.
+
+The differential tests drive the installed sekai env with a replaying shim generator
+(`finance_support.ReplayGenerator`) that serves it exactly the draws our env took from
+`parallax.rng` (`env.step_noise`: one `standard_normal()` per step), and compare every step
+under the spec's tolerance rule (sekai-finance-spec.md §9.3, `finance_support.values_match`):
+float32 observations equal up to rtol 1e-6, float64 rewards and infos within
+`1e-12 + 1e-9 |expected|`, bools exact. The only threshold in the dynamics is the sell-out
+cut `inventory < 1e-9 * X0`; a termination flip is accepted only right at it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import hypothesis.extra.numpy as hnp
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import sekai
+from finance_support import ReplayGenerator, values_match
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_finance_market_making import assert_lanes_independent
+
+import parallax
+from parallax import rng
+from parallax.finance import OptimalExecutionEnv, OptimalExecutionParams
+from parallax.finance._execution import SLOTS, SOLD_OUT
+
+CONFIGS = {
+    "default": {},
+    "short": {"n_steps": 7},
+    "custom": {
+        "initial_inventory": 5e4,
+        "s0": 20.0,
+        "sigma": 0.3,
+        "total_time": 1.0,
+        "n_steps": 40,
+        "permanent_impact": 1e-6,
+        "temporary_impact": 1e-5,
+        "fixed_cost": 0.01,
+        "risk_aversion": 0.0,
+    },
+}
+
+
+def _rollout(env: OptimalExecutionEnv, key: jax.Array, actions: jax.Array) -> tuple[Any, Any, Any]:
+    """Reset, then step through `actions`; also return each step's draw."""
+
+    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
+        z = env.step_noise(state)
+        nxt = env.step(state, action)
+        return nxt, (z, nxt)
+
+    first = env.reset(key=key)
+    _, (noise, states) = jax.lax.scan(body, first, actions)
+    return first, noise, states
+
+
+_jit_rollout = jax.jit(_rollout, static_argnums=0)
+
+
+def _host(state: parallax.State) -> dict[str, Any]:
+    """Observation, reward, flags and info of a (stacked) state, as NumPy."""
+    fields = ("observation", "reward", "termination", "truncation", "info")
+    return {f: jax.tree.map(np.asarray, getattr(state, f)) for f in fields}
+
+
+def _same(ours: Any, ref: Any) -> bool:
+    """The spec rule (`values_match`), with NaN matching NaN (`execution_price` at reset)."""
+    if isinstance(ref, float) and math.isnan(ref):
+        return bool(np.isnan(ours))
+    return values_match(ours, ref)
+
+
+def _check_info(ours: dict[str, Any], ref: dict[str, Any], where: str) -> None:
+    assert sorted(ours) == sorted(ref), (where, sorted(ours), sorted(ref))
+    for name, value in ref.items():
+        assert _same(ours[name], value), (where, name, ours[name], value)
+
+
+def _actions(rng_np: np.random.Generator, n_steps: int) -> np.ndarray:
+    """Fractions in [-0.1, 0.3] (negative ones clip to 0), float32 `(n_steps, 1)`."""
+    return rng_np.uniform(-0.1, 0.3, (n_steps, 1)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_trajectories_match_sekai_under_x64(name: str) -> None:
+    env = OptimalExecutionEnv(**CONFIGS[name])
+    ref = sekai.make("OptimalExecution-v0", **CONFIGS[name])
+    actions_rng = np.random.default_rng(11)
+    compared = sold_out_early = 0
+    with jax.enable_x64(True):
+        for episode in range(3):
+            actions = _actions(actions_rng, env.n_steps)
+            if episode == 2:
+                actions[env.n_steps // 2] = 1.7  # clipped to 1: sell everything half way
+            first, noise, states = _jit_rollout(env, jax.random.key(episode), jnp.asarray(actions))
+            ref.rng = shim = ReplayGenerator(
+                [("standard_normal", (), float(z)) for z in np.asarray(noise)]
+            )
+            reset = ref.reset()
+            first_h, states_h = _host(first), _host(states)
+            assert np.array_equal(first_h["observation"], reset.observation)
+            _check_info(first_h["info"], reset.info, "reset")
+            for t in range(env.n_steps):
+                out = ref.step(actions[t])
+                got = jax.tree.map(lambda x, t=t: x[t], states_h)
+                where = f"episode {episode} step {t + 1}"
+                if bool(got["termination"]) != out.terminated:
+                    inventory = out.info["inventory"] + out.info["shares_sold"]  # before the cut
+                    cut = SOLD_OUT * env.params.initial_inventory
+                    assert abs(inventory - cut) <= 1e-6 * cut, (where, "unexplained flip")
+                    break
+                assert values_match(got["observation"], out.observation), where
+                assert values_match(got["reward"], out.reward), (where, got["reward"], out.reward)
+                assert not out.truncated and not bool(got["truncation"]), where
+                _check_info(got["info"], out.info, where)
+                compared += 1
+                if out.terminated:
+                    sold_out_early += t + 1 < env.n_steps
+                    break
+            assert out.terminated
+            assert shim.served == t + 1
+    assert sold_out_early == 1 and compared == 2 * env.n_steps + env.n_steps // 2 + 1
+
+
+def test_trajectories_match_sekai_in_float32() -> None:
+    """float32 (the default): sekai gets our float32 draws; values agree to float32 rounding."""
+    env = OptimalExecutionEnv()
+    ref = sekai.make("OptimalExecution-v0")
+    actions = _actions(np.random.default_rng(5), env.n_steps)
+    _, noise, states = _jit_rollout(env, jax.random.key(4), jnp.asarray(actions))
+    assert states.reward.dtype == jnp.float32
+    ref.rng = ReplayGenerator([("standard_normal", (), float(z)) for z in np.asarray(noise)])
+    ref.reset()
+    states_h = _host(states)
+    notional = 1e6 * 50.0
+    for t in range(env.n_steps):
+        out = ref.step(actions[t])
+        got = jax.tree.map(lambda x, t=t: x[t], states_h)
+        np.testing.assert_allclose(got["observation"], out.observation, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["reward"], out.reward, rtol=1e-4, atol=1e-3)
+        assert bool(got["termination"]) == out.terminated
+        scale = {"shares_sold": 1e6, "inventory": 1e6, "implementation_shortfall": notional}
+        for name, value in out.info.items():
+            atol = 1e-6 * scale.get(name, 100.0)
+            np.testing.assert_allclose(got["info"][name], value, rtol=1e-5, atol=atol, err_msg=name)
+        if out.terminated:
+            break
+
+
+@pytest.mark.parametrize("name", ["default", "custom"])
+def test_spaces_match_sekai(name: str) -> None:
+    env = OptimalExecutionEnv(**CONFIGS[name])
+    ref = sekai.make("OptimalExecution-v0", **CONFIGS[name])
+    for ours, theirs in (
+        (env.observation_space, ref.observation_space),
+        (env.action_space, ref.action_space),
+    ):
+        assert (ours.shape, ours.dtype) == (theirs.shape, theirs.dtype)
+        np.testing.assert_array_equal(ours.low, theirs.low)
+        np.testing.assert_array_equal(ours.high, theirs.high)
+
+
+def test_reset_matches_sekai(x64: bool) -> None:
+    state = OptimalExecutionEnv(sigma=0.0).reset(key=jax.random.key(0))
+    reset = sekai.make("OptimalExecution-v0", sigma=0.0).reset(seed=0)
+    np.testing.assert_array_equal(np.asarray(state.observation), reset.observation)
+    _check_info(_host(state)["info"], reset.info, "reset")
+    assert float(state.reward) == 0.0 and not bool(state.done) and int(state.step_count) == 0
+
+
+# -- constructor validation -----------------------------------------------------------------
+
+INVALID = [
+    {"n_steps": 0},
+    {"n_steps": -2},
+    {"n_steps": "5"},
+    {"n_steps": None},
+    {"initial_inventory": 0.0},
+    {"initial_inventory": -1.0},
+    {"initial_inventory": float("nan")},
+    {"initial_inventory": "many"},
+    {"s0": 0.0},
+    {"s0": -50.0},
+    {"s0": float("inf")},
+    {"sigma": -0.1},
+    {"total_time": 0.0},
+    {"total_time": float("nan")},
+    {"permanent_impact": -1e-7},
+    {"temporary_impact": 0.0},
+    {"temporary_impact": -2.5e-6},
+    {"fixed_cost": -0.01},
+    {"risk_aversion": -1e-6},
+    {"risk_aversion": [1e-6]},
+    # eta - gamma tau / 2 <= 0: 2.5e-6 - 0.5 * 1e-4 * 0.2 < 0
+    {"temporary_impact": 2.5e-6, "permanent_impact": 1e-4},
+]
+
+
+@pytest.mark.parametrize("kwargs", INVALID, ids=[str(k) for k in INVALID])
+def test_constructor_refuses_what_sekai_refuses(kwargs: dict[str, Any]) -> None:
+    with pytest.raises((ValueError, TypeError)) as theirs:
+        sekai.make("OptimalExecution-v0", **kwargs)
+    with pytest.raises(theirs.type) as ours:
+        OptimalExecutionEnv(**kwargs)
+    assert next(iter(kwargs)) in str(ours.value)
+
+
+VALID_EDGES = [
+    {"sigma": 0.0},
+    {"permanent_impact": 0.0, "fixed_cost": 0.0, "risk_aversion": 0.0},
+    {"n_steps": 1},
+    {"n_steps": np.int32(3), "s0": np.float32(10.0)},
+    {"temporary_impact": 1e-5, "permanent_impact": 9.9e-5},  # eta~ barely positive
+]
+
+
+@pytest.mark.parametrize("kwargs", VALID_EDGES, ids=[str(k) for k in VALID_EDGES])
+def test_constructor_accepts_what_sekai_accepts(kwargs: dict[str, Any]) -> None:
+    ref = sekai.make("OptimalExecution-v0", **kwargs)
+    env = OptimalExecutionEnv(**kwargs)
+    p = env.params
+    assert (p.initial_inventory, p.s0, p.sigma, p.total_time) == (
+        ref.X0,
+        ref.s0,
+        ref.sigma,
+        ref.total_time,
+    )
+    assert (p.permanent_impact, p.temporary_impact, p.fixed_cost, p.risk_aversion) == (
+        ref.gamma,
+        ref.eta,
+        ref.epsilon,
+        ref.risk_aversion,
+    )
+    assert (env.n_steps, env.tau) == (ref.n_steps, ref.tau)
+
+
+def test_registry_builds_the_env_with_sekai_keywords() -> None:
+    env = parallax.make("OptimalExecution-v0", n_steps=7, risk_aversion=0.0)
+    assert isinstance(env, OptimalExecutionEnv)
+    assert env.n_steps == 7 and env.params.risk_aversion == 0.0
+
+
+# -- the JAX contract ------------------------------------------------------------------------
+
+SMALL = OptimalExecutionEnv(n_steps=5)
+
+
+def test_dtypes_and_info_keys_are_stable(x64: bool) -> None:
+    first = SMALL.reset(key=jax.random.key(0))
+    nxt = jax.jit(SMALL.step)(first, jnp.array([0.25], jnp.float32))
+    fdt = jnp.float64 if x64 else jnp.float32
+    for state in (first, nxt):
+        assert jax.tree.structure(state) == jax.tree.structure(first)
+        assert state.observation.dtype == jnp.float32 and state.observation.shape == (3,)
+        assert state.reward.dtype == fdt and state.reward.shape == ()
+        assert state.termination.dtype == jnp.bool_ and state.truncation.dtype == jnp.bool_
+        assert state.step_count.dtype == jnp.int32
+        for name, value in state.info.items():
+            assert value.dtype == fdt and value.shape == (), name
+        assert bool(SMALL.observation_space.contains(state.observation))
+
+
+def test_draws_come_from_the_slot_table() -> None:
+    state = SMALL.step(SMALL.reset(key=jax.random.key(5)), jnp.array([0.1]))
+    ek = rng.episode_key(jax.random.key(5))
+    np.testing.assert_array_equal(SMALL.step_noise(state), rng.normal(ek, 1, SLOTS.MID, 0))
+    assert SLOTS.names == ("MID",)
+
+
+def test_action_is_clipped_and_checked() -> None:
+    state = SMALL.reset(key=jax.random.key(0))
+    for wild, tame in (([[3.0]], [1.0]), (-1.0, [0.0])):  # any shape with 1 element
+        a, b = SMALL.step(state, jnp.asarray(wild)), SMALL.step(state, jnp.asarray(tame))
+        for field in ("env_state", "observation", "reward", "termination", "info"):
+            for x, y in zip(jax.tree.leaves(getattr(a, field)), jax.tree.leaves(getattr(b, field))):
+                np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="1 number"):
+        SMALL.step(state, jnp.zeros(2))
+    with pytest.raises(TypeError, match="numeric"):
+        SMALL.step(state, jnp.zeros(1, bool))
+
+
+def test_selling_out_terminates_and_the_last_step_sells_the_rest() -> None:
+    _, _, early = _jit_rollout(SMALL, jax.random.key(0), jnp.array([[0.5], [1.0], [0.0]]))
+    np.testing.assert_array_equal(early.termination, [False, True, True])
+    np.testing.assert_array_equal(early.info["inventory"], [5e5, 0.0, 0.0])
+    _, _, never = _jit_rollout(SMALL, jax.random.key(0), jnp.zeros((5, 1)))
+    np.testing.assert_array_equal(never.termination, [False] * 4 + [True])
+    np.testing.assert_array_equal(never.info["shares_sold"], [0.0] * 4 + [1e6])
+    assert not bool(never.truncation.any()) and not bool(early.truncation.any())
+
+
+def _rollout_with(
+    params: OptimalExecutionParams, key: jax.Array, actions: jax.Array
+) -> tuple[parallax.State, parallax.State]:
+    """`SMALL` through `actions` with per-call `params` (traced: no retrace per value)."""
+
+    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
+        nxt = SMALL.step(state, action, params=params)
+        return nxt, nxt
+
+    first = SMALL.reset(key=key, params=params)
+    return first, jax.lax.scan(body, first, actions)[1]
+
+
+def test_batch_lanes_are_independent_and_params_do_not_retrace(x64: bool) -> None:
+    n = 4
+    params = OptimalExecutionParams(
+        initial_inventory=np.array([1e6, 1e3, 5e4, 1e6]), s0=np.array([50.0, 10.0, 20.0, 50.0]),
+        sigma=np.array([0.95, 0.0, 0.3, 2.0]), total_time=np.array([5.0, 1.0, 2.0, 5.0]),
+        permanent_impact=np.full(n, 2.5e-7), temporary_impact=np.full(n, 2.5e-6),
+        fixed_cost=np.array([0.0625, 0.0, 0.01, 0.1]), risk_aversion=np.full(n, 1e-6),
+    )  # fmt: skip
+    keys = jax.random.split(jax.random.key(2), n)
+    actions = np.random.default_rng(3).uniform(0.0, 0.5, (n, 5, 1)).astype(np.float32)
+    first, states = assert_lanes_independent(_rollout_with, params, keys, actions)
+    # Each lane runs with its own params: lane 1 starts at 10 and sells below it.
+    assert float(first.info["mid_price"][1]) == 10.0
+    assert float(states.info["execution_price"][1, 0]) < 10.0
+    np.testing.assert_array_equal(np.asarray(states.info["inventory"])[:, -1], 0.0)
+
+
+def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
+    """`make_vec` (VmapWrapper(AutoResetWrapper(TimeLimit))) against sekai's native vector env.
+
+    Lane 0 sells everything at once (terminates every step), the others sell slowly and are
+    cut by the time limit (3 < n_steps = 4); sekai's native env gets our per-lane draws as
+    `standard_normal(N)` on every step.
+    """
+    n, steps = 3, 7
+    with jax.enable_x64(True):
+        vec = parallax.make_vec("OptimalExecution-v0", n, max_episode_steps=3, n_steps=4)
+        ref = sekai.make_vec(
+            "OptimalExecution-v0", n, vectorization_mode="native", max_episode_steps=3, n_steps=4
+        )
+        actions = np.random.default_rng(1).uniform(0, 0.3, (steps, n, 1)).astype(np.float32)
+        actions[:, 0] = 1.0
+
+        def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
+            z = jax.vmap(vec.unwrapped.step_noise)(state)
+            nxt = vec.step(state, action)
+            return nxt, (z, nxt.observation, nxt.reward, nxt.termination, nxt.truncation,
+                         nxt.info["final_observation"], nxt.info["final_info"]["shortfall_bps"])  # fmt: skip
+
+        first = vec.reset(key=jax.random.key(0))
+        _, (noise, obs, reward, term, trunc, final_obs, final_bps) = jax.jit(
+            lambda s, a: jax.lax.scan(body, s, a)
+        )(first, jnp.asarray(actions))
+        ref._rng = shim = ReplayGenerator(
+            [("standard_normal", (n,), np.asarray(noise[t])) for t in range(steps)]
+        )
+        result = ref.reset()
+        np.testing.assert_array_equal(np.asarray(first.observation), result.observations)
+        for t in range(steps):
+            result = ref.step(actions[t])
+            assert values_match(obs[t], result.observations), t
+            assert values_match(reward[t], result.rewards), t
+            np.testing.assert_array_equal(term[t], result.terminated)
+            np.testing.assert_array_equal(trunc[t], result.truncated)
+            for i in np.flatnonzero(result.dones):
+                info = result.infos[i]
+                assert values_match(final_obs[t][i], info["final_observation"]), (t, i)
+                assert values_match(final_bps[t][i], info["final_info"]["shortfall_bps"]), (t, i)
+        shim.assert_exhausted()
+    assert bool(term[:, 0].all()) and bool(trunc[2, 1:].all()) and not bool(term[2, 1:].any())
+
+
+# -- properties --------------------------------------------------------------------------------
+
+_finite = {"allow_nan": False, "allow_infinity": False}
+_PROPERTY_ENV = OptimalExecutionEnv(n_steps=8)
+
+
+@jax.jit
+def _property_rollout(params: OptimalExecutionParams, key: jax.Array, actions: jax.Array) -> Any:
+    env = _PROPERTY_ENV
+
+    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
+        nxt = env.step(state, action, params=params)
+        return nxt, nxt
+
+    return jax.lax.scan(body, env.reset(key=key, params=params), actions)[1]
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    x0=st.floats(1.0, 1e8, **_finite),
+    s0=st.floats(1e-2, 1e4, **_finite),
+    sigma=st.floats(0.0, 10.0, **_finite),
+    total_time=st.floats(1e-2, 100.0, **_finite),
+    gamma=st.floats(0.0, 1e-5, **_finite),
+    eta_excess=st.floats(1e-9, 1e-3, **_finite),
+    epsilon=st.floats(0.0, 1.0, **_finite),
+    lam=st.floats(0.0, 1e-4, **_finite),
+    actions=hnp.arrays(np.float32, (8, 1), elements=st.floats(-10.0, 10.0, width=32)),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_properties_hold_for_any_valid_input(
+    x64: bool,
+    x0: float,
+    s0: float,
+    sigma: float,
+    total_time: float,
+    gamma: float,
+    eta_excess: float,
+    epsilon: float,
+    lam: float,
+    actions: np.ndarray,
+    seed: int,
+) -> None:
+    """Observations in the space, finite rewards and infos, inventory only falls to 0."""
+    eta = eta_excess + 0.5 * gamma * total_time / _PROPERTY_ENV.n_steps
+    params = OptimalExecutionParams(x0, s0, sigma, total_time, gamma, eta, epsilon, lam)
+    states = _property_rollout(params, jax.random.key(seed), jnp.asarray(actions))
+    contains = jax.vmap(_PROPERTY_ENV.observation_space.contains)
+    done = np.cumsum(np.asarray(states.termination)) > 1  # steps after the episode ended
+    assert bool(contains(states.observation)[~done].all())
+    assert bool(jnp.isfinite(states.reward).all())
+    for name, value in states.info.items():
+        assert bool(jnp.isfinite(value).all()), name
+    inventory = np.asarray(states.info["inventory"], np.float64)
+    shares = np.asarray(states.info["shares_sold"], np.float64)
+    assert (shares >= 0).all() and (inventory >= 0).all() and inventory[-1] == 0.0
+    assert (np.diff(inventory) <= 0).all()
+    np.testing.assert_allclose(shares.sum(), x0, rtol=1e-5)
+    assert bool(states.termination[-1]) and not bool(states.truncation.any())
