@@ -1,0 +1,214 @@
+"""`parallax bench`: the JSON and table outputs, the sekai comparison, argument checks, and
+the random-action sampler. Tiny sizes only; nothing here asserts on speed."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from parallax import _cli, rng, spaces
+from parallax._bench import benchmark, format_table, main, random_actions
+
+KEYS = {
+    "env",
+    "num_envs",
+    "steps",
+    "repeats",
+    "dtype",
+    "steps_per_second",
+    "steps_per_second_min",
+    "steps_per_second_max",
+    "seconds",
+    "compile_seconds",
+    "episodes_ended",
+    "state_bytes",
+    "peak_rss_bytes",
+}
+COMPARE_KEYS = {
+    "competitor",
+    "competitor_steps_per_second",
+    "competitor_steps_per_second_min",
+    "competitor_steps_per_second_max",
+    "competitor_seconds",
+    "competitor_episodes_ended",
+    "ratio",
+}
+
+
+def _check_rates(result: dict, prefix: str = "") -> None:
+    seconds = result[f"{prefix}seconds"]
+    assert len(seconds) == result["repeats"] and all(s > 0 for s in seconds)
+    rates = [result["num_envs"] * result["steps"] / s for s in seconds]
+    assert result[f"{prefix}steps_per_second"] == pytest.approx(statistics.median(rates))
+    assert result[f"{prefix}steps_per_second_min"] == pytest.approx(min(rates))
+    assert result[f"{prefix}steps_per_second_max"] == pytest.approx(max(rates))
+    assert 0 < min(rates) <= statistics.median(rates) <= max(rates)
+
+
+def test_json_is_one_object_with_the_measurement(capsys, x64):
+    dtype = "float64" if x64 else "float32"
+    args = ["GridWorld-v0", "--num-envs", "3", "--steps", "6", "--repeats", "2"]
+    code = main([*args, "--max-episode-steps", "3", "--dtype", dtype, "--json", "--no-progress"])
+    assert code == 0
+    r = json.loads(capsys.readouterr().out)
+    assert isinstance(r, dict) and set(r) >= KEYS and not COMPARE_KEYS & set(r)
+    assert r["env"] == "GridWorld-v0" and r["num_envs"] == 3 and r["steps"] == 6
+    assert r["dtype"] == dtype
+    _check_rates(r)
+    assert r["compile_seconds"] > 0 and r["state_bytes"] > 0 and r["peak_rss_bytes"] > 0
+    # a 3-step time limit ends every episode twice in 6 steps, on each of 2 repeats
+    assert r["episodes_ended"] == 2 * 2 * 3
+
+
+def test_several_batch_sizes_give_a_json_list_through_the_parallax_command(capsys):
+    argv = ["bench", "GridWorld-v0", "--num-envs", "1", "2", "--steps", "2", "--repeats", "1"]
+    assert _cli.main([*argv, "--no-autoreset", "--json", "--no-progress"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert isinstance(results, list) and [r["num_envs"] for r in results] == [1, 2]
+    assert all(set(r) >= KEYS and r["autoreset"] is False for r in results)
+
+
+def test_without_json_a_table_is_printed(capsys):
+    argv = ["GridWorld-v0", "--num-envs", "2", "--steps", "2", "--repeats", "1", "--no-autoreset"]
+    assert main(argv) == 0
+    header, row = capsys.readouterr().out.strip().splitlines()
+    assert header.split()[:3] == ["env", "N", "steps/s"]
+    assert row.split()[:2] == ["GridWorld-v0", "2"]
+
+
+def test_compare_sekai_on_a_finance_env(capsys):
+    code = main(
+        [
+            "Trading-v0",
+            "--num-envs",
+            "4",
+            "--steps",
+            "8",
+            "--repeats",
+            "2",
+            "--compare",
+            "sekai",
+            "--env-kwarg",
+            "episode_length=5",
+            "--json",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    r = json.loads(capsys.readouterr().out)
+    assert isinstance(r, dict) and set(r) >= KEYS | COMPARE_KEYS
+    assert r["env"] == "Trading-v0" and r["competitor"] == "sekai native"
+    assert r["env_kwargs"] == {"episode_length": 5}
+    _check_rates(r)
+    _check_rates(r, "competitor_")
+    pairs = zip(r["seconds"], r["competitor_seconds"])
+    assert r["ratio"] == pytest.approx(statistics.median(t / o for o, t in pairs))
+    # episodes of 5 steps end inside the 16 timed steps, on both sides
+    assert r["episodes_ended"] > 0 and r["competitor_episodes_ended"] > 0
+
+
+def test_a_bad_id_or_competitor_exits_with_status_2(capsys):
+    assert main(["NoSuchEnv-v0", "--num-envs", "2", "--no-progress"]) == 2
+    assert "NoSuchEnv-v0" in capsys.readouterr().err
+    assert main(["GridWorld-v0", "--compare", "sekai", "--num-envs", "2", "--no-progress"]) == 2
+    assert "sekai" in capsys.readouterr().err
+    assert main(["GridWorld-v0", "--compare", "gymnax", "--num-envs", "2", "--no-progress"]) == 2
+    assert "gymnax/NAME" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["GridWorld-v0", "--num-envs", "0"],
+        ["GridWorld-v0", "--steps", "-1"],
+        ["GridWorld-v0", "--repeats", "x"],
+        ["GridWorld-v0", "--compare", "gym"],
+        ["GridWorld-v0", "--dtype", "float16"],
+        ["GridWorld-v0", "--env-kwarg", "no_equals_sign"],
+    ],
+)
+def test_invalid_arguments_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage: parallax bench" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"num_envs": 0}, "num_envs"),
+        ({"steps": 0}, "steps"),
+        ({"repeats": 0}, "repeats"),
+        ({"compare": "gym"}, "compare"),
+        ({"max_episode_steps": 0}, "max_episode_steps"),
+    ],
+)
+def test_benchmark_validates_its_arguments(kwargs, name):
+    args = {"num_envs": 2, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        benchmark("GridWorld-v0", **args)
+
+
+def test_random_actions_validates_num_envs():
+    with pytest.raises(ValueError, match="num_envs"):
+        random_actions(spaces.Discrete(2), 0)
+
+
+ACTION_SPACES = {
+    "discrete": spaces.Discrete(3),
+    "discrete-shaped": spaces.Discrete(2, shape=(3,)),
+    "box": spaces.Box(np.array([-1.0, 0.0]), np.array([1.0, 5.0])),
+    "box-half-open": spaces.Box(np.array([0.0, -np.inf]), np.array([np.inf, 1.0])),
+    "box-unbounded": spaces.Box(-np.inf, np.inf, (2, 2)),
+    "box-float64": spaces.Box(0.0, 1.0, (2,), dtype=np.float64),
+    "multi-discrete": spaces.MultiDiscrete([2, 5, 3]),
+    "multi-binary": spaces.MultiBinary(4),
+    "tree": spaces.PyTreeSpace({"move": spaces.Discrete(4), "size": spaces.Box(0.0, 1.0, (1,))}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTION_SPACES))
+def test_random_actions_lie_in_their_space_and_vary(name, x64):
+    space, n = ACTION_SPACES[name], 64
+    sample = jax.jit(random_actions(space, n))
+    ek = rng.episode_key(jax.random.key(3))
+    first, second = sample(ek, jnp.uint32(0)), sample(ek, jnp.uint32(1))
+    for actions in (first, second):
+        assert all(leaf.shape[0] == n for leaf in jax.tree.leaves(actions))
+        inside = jax.vmap(space.contains)(actions)
+        assert inside.shape == (n,) and bool(inside.all())
+    flat_first = np.concatenate([np.ravel(x) for x in jax.tree.leaves(first)])
+    flat_second = np.concatenate([np.ravel(x) for x in jax.tree.leaves(second)])
+    assert not np.array_equal(flat_first, flat_second)  # a new step draws new actions
+    assert len(np.unique(flat_first)) > 1  # not one value for every env
+
+
+def test_format_table_has_a_competitor_column_only_when_compared():
+    row = {
+        "env": "X-v0",
+        "num_envs": 8,
+        "steps_per_second": 2.5e6,
+        "steps_per_second_min": 2e6,
+        "steps_per_second_max": 3e6,
+        "compile_seconds": 1.25,
+        "episodes_ended": 7,
+    }
+    plain = format_table([row]).splitlines()
+    assert "competitor" not in plain[0] and plain[1].split() == [
+        "X-v0",
+        "8",
+        "2.50M",
+        "2.00M..3.00M",
+        "1.25",
+        "7",
+    ]
+    compared = {**row, "competitor": "sekai native", "competitor_steps_per_second": 5e4}
+    compared["ratio"] = 50.0
+    line = format_table([compared]).splitlines()[1]
+    assert line.split()[-3:] == ["native", "50.00k", "50.00x"]
