@@ -33,7 +33,7 @@ __all__ = ["EPISODE_STATISTICS", "EpisodeStatistics", "RecordEpisodeStatistics"]
 EPISODE_STATISTICS = "episode_statistics"
 """The `info` key under which `RecordEpisodeStatistics` keeps its `EpisodeStatistics`."""
 
-_EQUITY_KEYS = ("equity", "portfolio_value")
+_EQUITY_KEYS = ("equity", "portfolio_value", "wealth")
 
 
 @jax.tree_util.register_dataclass
@@ -62,8 +62,9 @@ class EpisodeStatistics:
     """Length of the last finished episode (int32)."""
 
     final_equity: Array | None
-    """Equity (`info["equity"]` or `info["portfolio_value"]`) at the end of the last
-    finished episode; None for envs without equity."""
+    """Equity at the end of the last finished episode: the terminal info's `equity`
+    (Trading-v0), `portfolio_value` (Portfolio-v0) or `wealth` (MarketMaking-v0), the first
+    present; None for envs without any of them."""
 
     num_episodes: Array
     """Episodes finished since reset / the last `clear` (int32)."""
@@ -120,8 +121,8 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
     The statistics live in `state.info["episode_statistics"]` (an `EpisodeStatistics`),
     present from `reset` on; the state type is kept (a `MaskedState` stays a
     `MaskedState`). On the step an episode ends, `ended` is True and `episode_return`,
-    `episode_length` (and `final_equity` for envs whose terminal info has `equity` or
-    `portfolio_value`) describe it; they keep their values until the next episode ends.
+    `episode_length` (and `final_equity` for envs whose terminal info has `equity`,
+    `portfolio_value` or `wealth`: the finance envs) describe it; they keep their values until the next episode ends.
     `num_episodes` and the `sum_*` fields add up every finished episode since `reset`;
     `RecordEpisodeStatistics.summary(state)` turns them into means over the whole batch
     and `RecordEpisodeStatistics.clear(state)` starts a new logging period.
