@@ -3,14 +3,16 @@
 For each env id and batch size N, in the same run on the same machine:
 
 - parallax: `parallax.make_vec(id, N, **kwargs)` (auto-reset on, same-step), uniform random
-  actions drawn with `parallax.rng` inside a jitted `lax.scan` of `--steps` steps; the best
-  of two timed calls after a warm-up call that compiles it. Episodes are short (see `ENV_KWARGS`), so many end inside the run.
+  actions drawn with `parallax.rng` inside a jitted `lax.scan` of `--steps` steps, timed
+  after a warm-up call that compiles it. Episodes are short (see `ENV_KWARGS`), so many end inside the run.
 - sekai native: `sekai.make_vec(id, N, vectorization_mode="native", **kwargs)`, random actions
   from `batch_action_space` (as `sekai bench` does), stepped from Python.
 - sekai sync: the same with `vectorization_mode="sync"` (N Python envs).
 
-sekai runs are timed for at least `--min-seconds` (or `--steps` steps, whichever comes first,
-after a few warm-up steps). Env steps per second = steps x N / seconds.
+sekai runs are timed for at least `--min-seconds` (or `--sekai-steps` steps, whichever comes
+first, after a few warm-up steps). Env steps per second = steps x N / seconds. The three are
+timed in `--rounds` interleaved rounds and each side's best round is reported (on a shared
+machine the load changes within seconds; interleaving gives both sides the same chances).
 
     python benchmarks/finance_vs_sekai.py                        # all four envs, N = 16 1024 4096 16384
     python benchmarks/finance_vs_sekai.py --ids Trading-v0 --num-envs 1024 --json out.json
@@ -70,9 +72,8 @@ def _action_sampler(space: Any, num_envs: int) -> Any:
     raise TypeError(f"no random-action sampler for {space!r}")
 
 
-def _parallax_rate(
-    env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]
-) -> dict[str, Any]:
+def _parallax_runner(env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]) -> Any:
+    """A compiled random-action rollout; calling it returns (steps/s, episodes ended)."""
     import jax
     import jax.numpy as jnp
 
@@ -100,20 +101,22 @@ def _parallax_rate(
     t0 = time.perf_counter()
     jax.block_until_ready(run(jax.random.key(0)))
     compile_s = time.perf_counter() - t0
-    best = float("inf")
-    episodes = 0
-    for rep in range(2):  # the best of two timed runs (the machine is shared)
+    calls = [0]
+
+    def timed() -> dict[str, Any]:
+        calls[0] += 1
         t0 = time.perf_counter()
-        _, ended = jax.block_until_ready(run(jax.random.key(1 + rep)))
-        best = min(best, time.perf_counter() - t0)
-        episodes = int(ended)
-    return {
-        "steps_per_s": steps * num_envs / best,
-        "seconds": best,
-        "steps": steps,
-        "episodes_ended": episodes,
-        "compile_s": compile_s,
-    }
+        _, ended = jax.block_until_ready(run(jax.random.key(calls[0])))
+        elapsed = time.perf_counter() - t0
+        return {
+            "steps_per_s": steps * num_envs / elapsed,
+            "seconds": elapsed,
+            "steps": steps,
+            "episodes_ended": int(ended),
+            "compile_s": compile_s,
+        }
+
+    return timed
 
 
 def _sekai_rate(
@@ -173,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sync-max-envs", type=int, default=4096, help="skip sync above this N")
     parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved timing rounds (best of each side)"
+    )
+    parser.add_argument(
         "--json",
         default=str(Path(__file__).parent / "results" / "finance_vs_sekai.json"),
         help="where to write the results",
@@ -189,19 +195,24 @@ def main(argv: list[str] | None = None) -> int:
             continue
         kwargs = ENV_KWARGS.get(env_id, {})
         for n in args.num_envs:
-            row: dict[str, Any] = {"id": env_id, "num_envs": n, "kwargs": kwargs}
-            row["parallax"] = _parallax_rate(env_id, n, args.steps, kwargs)
-            for mode in args.modes:
-                if mode == "sync" and n > args.sync_max_envs:
-                    continue
-                row[f"sekai_{mode}"] = _sekai_rate(
-                    env_id, n, mode, args.sekai_steps, args.min_seconds, kwargs
-                )
-            for mode in args.modes:
-                if f"sekai_{mode}" in row:
-                    row[f"ratio_vs_{mode}"] = (
-                        row["parallax"]["steps_per_s"] / row[f"sekai_{mode}"]["steps_per_s"]
+            row: dict[str, Any] = {"id": env_id, "num_envs": n, "kwargs": kwargs, "rounds": []}
+            modes = [m for m in args.modes if not (m == "sync" and n > args.sync_max_envs)]
+            runner = _parallax_runner(env_id, n, args.steps, kwargs)
+            # Interleaved rounds, best of each side: the machine may be shared, and its load
+            # changes within seconds, so both sides get the same chances.
+            for _ in range(args.rounds):
+                result = {"parallax": runner()}
+                for mode in modes:
+                    result[f"sekai_{mode}"] = _sekai_rate(
+                        env_id, n, mode, args.sekai_steps, args.min_seconds, kwargs
                     )
+                row["rounds"].append(result)
+            for side in ["parallax"] + [f"sekai_{m}" for m in modes]:
+                row[side] = max((r[side] for r in row["rounds"]), key=lambda r: r["steps_per_s"])
+            for mode in modes:
+                row[f"ratio_vs_{mode}"] = (
+                    row["parallax"]["steps_per_s"] / row[f"sekai_{mode}"]["steps_per_s"]
+                )
             rows.append(row)
             _print_row(row, args.modes)
             sys.stdout.flush()
@@ -214,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "backend": jax.default_backend(),
         "x64": bool(jax.config.jax_enable_x64),
         "parallax_steps": args.steps,
+        "rounds": args.rounds,
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from jaxtyping import Array
 
 __all__ = [
@@ -89,14 +90,20 @@ def _as(x: Any, like: Array) -> Array:
 class CostModel(eqx.Module):
     """Cost of a rebalance as a fraction of equity; combine models with `+`.
 
-    Subclasses implement `__call__(trades, *, equity)`, where `trades` is `(..., n)` (signed
-    weight changes per asset, fractions of equity) and `equity` is `(...)`, the account value
-    in currency before the trade (only `FixedCost` reads it). The result is `(...)`.
+    `cost(trades, equity=...)` takes `trades`, `(..., n)` signed weight changes per asset
+    (fractions of equity), and `equity`, `(...)` the account value in currency before the
+    trade (only `FixedCost` reads it); it returns the `(...)` cost in the trades' float dtype.
+    Subclasses implement `_cost(trades, equity)` on JAX arrays.
     """
 
     requires: ClassVar[frozenset[str]] = frozenset()
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
+    def __call__(self, trades: ArrayLike, *, equity: ArrayLike) -> Array:
+        """The cost of `trades` (`(..., n)`) for an account worth `equity` (`(...)`) in currency."""
+        trades = jnp.asarray(trades)
+        return self._cost(trades, jnp.asarray(equity, dtype=trades.dtype))
+
+    def _cost(self, trades: Array, equity: Array) -> Array:
         raise NotImplementedError
 
     def __add__(self, other: object) -> CompositeCost:
@@ -117,7 +124,7 @@ class NoCost(CostModel):
         0.0
     """
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
+    def _cost(self, trades: Array, equity: Array) -> Array:
         return jnp.zeros(trades.shape[:-1], trades.dtype)
 
     def __repr__(self) -> str:
@@ -145,7 +152,7 @@ class ProportionalCost(CostModel):
         if self.rate.ndim > 1:
             raise ValueError(f"rate must be a scalar or a 1-D array, got shape {self.rate.shape}")
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
+    def _cost(self, trades: Array, equity: Array) -> Array:
         rate = _as(self.rate, trades)
         if np.ndim(self.rate) == 0:
             return rate * sum_left_to_right(jnp.abs(trades))
@@ -195,7 +202,7 @@ class SpreadCost(CostModel):
                 f"half_spread must be a scalar or a 1-D array, got shape {self.half_spread.shape}"
             )
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
+    def _cost(self, trades: Array, equity: Array) -> Array:
         return sum_left_to_right(_as(self.half_spread, trades) * jnp.abs(trades))
 
     def check_assets(self, n_assets: int) -> None:
@@ -233,7 +240,7 @@ class FixedCost(CostModel):
         self.amount = _non_negative_scalar("amount", amount)
         self.threshold = _non_negative_scalar("threshold", threshold)
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
+    def _cost(self, trades: Array, equity: Array) -> Array:
         count = jnp.sum(jnp.abs(trades) > _as(self.threshold, trades), axis=-1).astype(trades.dtype)
         positive = equity > 0
         fee = _as(self.amount, trades) * count / jnp.where(positive, equity, 1.0)
@@ -268,10 +275,10 @@ class CompositeCost(CostModel):
             raise ValueError("CompositeCost needs at least one cost model")
         self.models = tuple(flat)
 
-    def __call__(self, trades: Array, *, equity: Array) -> Array:
-        total = self.models[0](trades, equity=equity)
+    def _cost(self, trades: Array, equity: Array) -> Array:
+        total = self.models[0]._cost(trades, equity)
         for model in self.models[1:]:
-            total = total + model(trades, equity=equity)
+            total = total + model._cost(trades, equity)
         return total
 
     def check_assets(self, n_assets: int) -> None:

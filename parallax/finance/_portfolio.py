@@ -159,19 +159,19 @@ class PortfolioEnv(HistoryEnv):
         prices: Any = None,
         *,
         data: Any = None,
-        n_assets: int | None = None,
-        episode_length: int = 252,
-        lookback: int = 30,
+        n_assets: Any = None,
+        episode_length: Any = 252,
+        lookback: Any = 30,
         transaction_cost: Any = 1e-3,
-        allow_short: bool = False,
+        allow_short: Any = False,
         mu: Any = None,
         sigma: Any = None,
         corr: Any = None,
-        dt: float | None = None,
+        dt: Any = None,
         model: Any = None,
         reward: Any = None,
         sampler: Any = "random",
-        capital: float = 1_000_000.0,
+        capital: Any = 1_000_000.0,
     ) -> None:
         check_sources("PortfolioEnv", prices=prices, data=data, model=model)
         episode_length = int_at_least("episode_length", episode_length, 1)
@@ -194,7 +194,9 @@ class PortfolioEnv(HistoryEnv):
         else:
             n = 5 if n_assets is None else int_at_least("n_assets", n_assets, 1)
         capital = finite_number("capital", capital, ">0")
-        if isinstance(allow_short, bool | np.bool_) or allow_short in (0, 1):
+        if isinstance(allow_short, bool | np.bool_) or (
+            isinstance(allow_short, int | np.integer) and allow_short in (0, 1)
+        ):
             allow_short = bool(allow_short)
         else:
             raise TypeError(f"allow_short must be a bool, got {allow_short!r}")

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -129,18 +128,18 @@ class TradingEnv(HistoryEnv):
         prices: Any = None,
         *,
         data: Any = None,
-        episode_length: int = 252,
-        lookback: int = 30,
-        positions: Sequence[float] = (-1.0, 0.0, 1.0),
+        episode_length: Any = 252,
+        lookback: Any = 30,
+        positions: Any = (-1.0, 0.0, 1.0),
         transaction_cost: Any = 1e-3,
-        mu: float = 0.05,
-        sigma: float = 0.2,
-        dt: float | None = None,
-        s0: float = 100.0,
+        mu: Any = 0.05,
+        sigma: Any = 0.2,
+        dt: Any = None,
+        s0: Any = 100.0,
         model: Any = None,
         reward: Any = None,
         sampler: Any = "random",
-        capital: float = 1_000_000.0,
+        capital: Any = 1_000_000.0,
     ) -> None:
         check_sources("TradingEnv", prices=prices, data=data, model=model)
         episode_length = int_at_least("episode_length", episode_length, 1)
