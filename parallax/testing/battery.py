@@ -1,0 +1,157 @@
+"""The pytest battery: one star-import gives one named test per check.
+
+In your test directory, name the factories in `conftest.py`:
+
+```python
+# conftest.py
+import pytest
+from my_package import MyEnv, MyReference
+
+
+@pytest.fixture
+def env_factory():
+    return MyEnv  # any callable returning the env
+
+
+@pytest.fixture
+def reference_factory():  # optional: enables test_matches_reference
+    return MyReference
+```
+
+and add a test module:
+
+```python
+# test_battery.py
+from parallax.testing.battery import *  # noqa: F403
+```
+
+Tests: `test_contract`, `test_structure_stable`, `test_jit_vmap_scan_agree`,
+`test_no_recompilation`, `test_determinism`, `test_batch_independence`,
+`test_matches_reference` (skipped without `reference_factory`) and `test_marl_rules`
+(skipped for single-agent envs), each run with `jax_enable_x64` off and on
+(`[f32]`/`[x64]`, from the `battery_x64` fixture; redefine it after the import to choose).
+
+Optional fixtures: `reference_factory` (None), `num_steps` (16), `batch_size` (8),
+`check_options` (a dict, see `parallax.testing.Battery`: e.g. `{"deterministic": True}`)
+and `reference_options` (a dict of `check_matches_reference` options, e.g.
+`{"tolerance": Tolerance(ulp=2)}`). They are looked up by name, so defining them in
+`conftest.py` or in the test module both work.
+
+The checks of one env and precision share one session (compiled functions, rollouts), so
+the battery costs little more than one `check_env`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import pytest
+
+from ._battery import Battery, CheckSkipped
+
+__all__ = [
+    "battery_x64",
+    "test_batch_independence",
+    "test_contract",
+    "test_determinism",
+    "test_jit_vmap_scan_agree",
+    "test_marl_rules",
+    "test_matches_reference",
+    "test_no_recompilation",
+    "test_structure_stable",
+]
+
+_BATTERIES: dict[tuple[Any, ...], Battery] = {}
+
+
+@pytest.fixture(params=[False, True], ids=["f32", "x64"])
+def battery_x64(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Run a battery test with `jax_enable_x64` off (`f32`) and on (`x64`)."""
+    with jax.enable_x64(request.param):
+        yield request.param
+
+
+def _optional(request: pytest.FixtureRequest, name: str, default: Any) -> Any:
+    try:
+        return request.getfixturevalue(name)
+    except pytest.FixtureLookupError:
+        return default
+
+
+def _battery(request: pytest.FixtureRequest, x64: bool) -> Battery:
+    factory = _optional(request, "env_factory", None)
+    if factory is None:
+        pytest.fail(
+            "parallax battery: define a fixture `env_factory` returning a callable that "
+            "builds the env (e.g. in conftest.py: `@pytest.fixture\\ndef env_factory(): "
+            "return MyEnv`)",
+            pytrace=False,
+        )
+    reference = _optional(request, "reference_factory", None)
+    num_steps = _optional(request, "num_steps", 16)
+    batch_size = _optional(request, "batch_size", 8)
+    options = dict(_optional(request, "check_options", {}) or {})
+    ref_options = dict(_optional(request, "reference_options", {}) or {})
+    key = (
+        request.node.path,
+        factory,
+        reference,
+        x64,
+        num_steps,
+        batch_size,
+        repr(sorted(options.items())),
+        repr(sorted(ref_options.items())),
+    )
+    if key not in _BATTERIES:
+        _BATTERIES[key] = Battery(factory, reference, num_steps, batch_size, options, ref_options)
+    return _BATTERIES[key]
+
+
+def _run(request: pytest.FixtureRequest, x64: bool, name: str) -> None:
+    battery = _battery(request, x64)
+    try:
+        battery.run(name)
+    except CheckSkipped as skip:
+        pytest.skip(str(skip))
+
+
+def test_contract(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Spaces, reset state, observations/actions in space, reward, flags, step_count."""
+    _run(request, battery_x64, "contract")
+
+
+def test_structure_stable(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Same structure, shapes and dtypes across reset, step, lax.cond and jnp.where."""
+    _run(request, battery_x64, "structure_stable")
+
+
+def test_jit_vmap_scan_agree(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """jit, vmap and lax.scan rollouts agree with the eager rollout."""
+    _run(request, battery_x64, "jit_vmap_scan_agree")
+
+
+def test_no_recompilation(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """A jitted step is traced once; nothing compiles on later steps."""
+    _run(request, battery_x64, "no_recompilation")
+
+
+def test_determinism(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Same key, same trajectory; reset depends on the key alone; keys matter."""
+    _run(request, battery_x64, "determinism")
+
+
+def test_batch_independence(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Instance i alone and inside a batch give bit-identical trajectories."""
+    _run(request, battery_x64, "batch_independence")
+
+
+def test_matches_reference(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """The differential test against the reference implementation."""
+    _run(request, battery_x64, "matches_reference")
+
+
+def test_marl_rules(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """The six multi-agent rules (skipped for single-agent envs)."""
+    _run(request, battery_x64, "marl_rules")
