@@ -38,6 +38,7 @@ HYP = settings(
     max_examples=30,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
