@@ -618,6 +618,7 @@ def benchmark(
     env_kwargs: dict[str, Any] | None = None,
     parallax_rl_python: str | None = None,
     progress: bool = True,
+    competitor_steps: int | None = None,
 ) -> dict[str, Any]:
     """Measure env steps/s of `make_vec(env_id, num_envs, ...)` (and of a competitor).
 
@@ -634,6 +635,8 @@ def benchmark(
         env_kwargs: the env's keyword arguments (passed to the competitor too).
         parallax_rl_python: interpreter for `compare="parallax-rl"`.
         progress: show a tqdm bar on stderr (when stderr is a terminal).
+        competitor_steps: steps per timed call of a sekai competitor (default `steps`);
+            a Python loop at small N takes long for the scan lengths a jitted rollout needs.
 
     Returns:
         A JSON-serialisable dict: `env`, `num_envs`, `steps`, `repeats`,
@@ -653,6 +656,12 @@ def benchmark(
             raise ValueError(f"benchmark: {name} must be a positive int, got {value!r}")
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"benchmark: repeats must be a positive int, got {repeats!r}")
+    if competitor_steps is None:
+        competitor_steps = steps
+    elif not isinstance(competitor_steps, int) or competitor_steps < 1:
+        raise ValueError(
+            f"benchmark: competitor_steps must be None or a positive int, got {competitor_steps!r}"
+        )
     if compare is not None and compare not in COMPETITORS:
         raise ValueError(
             f"benchmark: compare must be None or one of {COMPETITORS}, got {compare!r}"
@@ -673,7 +682,7 @@ def benchmark(
     ours = _ParallaxRunner(env_id, num_envs, steps, **common)
     theirs: Any = None
     if compare == "sekai":
-        theirs = _SekaiRunner(env_id, num_envs, steps, **common)
+        theirs = _SekaiRunner(env_id, num_envs, competitor_steps, **common)
     elif compare == "gymnax":
         theirs = _GymnaxRunner(env_id, num_envs, steps, sample=ours.sample, **common)
     elif compare == "parallax-rl":
@@ -742,7 +751,8 @@ def benchmark(
         "peak_rss_bytes": _peak_rss_bytes(),
     }
     if theirs is not None:
-        their_rate = _summary(theirs_s, env_steps)
+        their_steps = num_envs * (competitor_steps if compare == "sekai" else steps)
+        their_rate = _summary(theirs_s, their_steps)
         result.update(
             competitor=theirs.label,
             competitor_steps_per_second=their_rate["median"],
@@ -751,7 +761,13 @@ def benchmark(
             competitor_seconds=theirs_s,
             competitor_compile_seconds=their_compile,
             competitor_episodes_ended=their_ended,
-            ratio=float(statistics.median(t / o for o, t in zip(ours_s, theirs_s))),
+            competitor_steps=their_steps // num_envs,
+            # per repeat: their seconds per env step / ours, then the median
+            ratio=float(
+                statistics.median(
+                    (t / their_steps) / (o / env_steps) for o, t in zip(ours_s, theirs_s)
+                )
+            ),
             **{f"competitor_{k}": v for k, v in theirs.extra.items()},
         )
     result["load_average"] = [load_before, os.getloadavg() if load_before is not None else None]

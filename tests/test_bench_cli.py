@@ -147,6 +147,7 @@ def test_invalid_arguments_are_usage_errors(argv, capsys):
         ({"repeats": 0}, "repeats"),
         ({"compare": "gym"}, "compare"),
         ({"max_episode_steps": 0}, "max_episode_steps"),
+        ({"competitor_steps": 0}, "competitor_steps"),
     ],
 )
 def test_benchmark_validates_its_arguments(kwargs, name):

@@ -1,0 +1,342 @@
+"""Run every benchmark in one go, collect the results, draw the plots (`make bench`).
+
+Each benchmark script runs in its own process (sequentially; the machine is small), with the
+moderate sizes in `JOBS`. Its JSON output (or, for a script without one, its printed
+output) is collected into `docs/assets/benchmarks.json` together with a description of the
+machine and the exact command of each job, and the plots are drawn from it into
+`docs/assets/perf_*.png`:
+
+- `perf_scaling.png`: env steps/s against N (log-log), the four finance envs and sekai's
+  native vector envs;
+- `perf_compile.png`: compile time of the rollout against N;
+- `perf_memory.png`: state size, XLA's buffers of the compiled rollout, and peak RSS
+  against N;
+- `perf_roofline.png`: the finance envs on this machine's roofline.
+
+    python benchmarks/run_all.py                      # everything (about an hour on 2 cores)
+    python benchmarks/run_all.py --only scaling roofline --merge
+    python benchmarks/run_all.py --plots-only         # redraw from benchmarks.json
+
+A job whose script is missing or fails is recorded with its error; the others still run.
+`--compare parallax-rl` runs when `$PARALLAX_RL_PYTHON` names the interpreter of a separate
+virtual environment with parallax-rl 0.4.0 installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "docs" / "assets"
+RESULTS = ASSETS / "benchmarks.json"
+PY = sys.executable
+BENCH = [PY, "-m", "parallax._cli", "bench"]
+
+# name -> command; "{out}" is replaced by the path where the script writes its JSON (jobs
+# without it print JSON or text, which is kept as it is)
+JOBS: dict[str, list[str]] = {
+    "finance_vs_sekai": [
+        PY,
+        "benchmarks/finance_vs_sekai.py",
+        "--num-envs",
+        "16",
+        "1024",
+        "4096",
+        "16384",
+        "--steps",
+        "200",
+        "--sekai-steps",
+        "200",
+        "--min-seconds",
+        "1.0",
+        "--json",
+        "{out}",
+    ],
+    "gymnax_vs_raw": [
+        *BENCH,
+        "gymnax/CartPole-v1",
+        "--num-envs",
+        "16",
+        "1024",
+        "4096",
+        "16384",
+        "--steps",
+        "200",
+        "--max-episode-steps",
+        "500",
+        "--compare",
+        "gymnax",
+        "--json",
+        "--no-progress",
+    ],
+    "parallax_rl": [
+        *BENCH,
+        "gymnax/CartPole-v1",
+        "--num-envs",
+        "1024",
+        "4096",
+        "--steps",
+        "200",
+        "--max-episode-steps",
+        "500",
+        "--compare",
+        "parallax-rl",
+        "--json",
+        "--no-progress",
+    ],
+    "adapters_overhead": [PY, "benchmarks/adapters_overhead.py", "--json", "{out}"],
+    "reset_cost": [
+        PY,
+        "benchmarks/reset_cost.py",
+        "--num-envs",
+        "1024",
+        "--steps",
+        "200",
+        "--json",
+        "{out}",
+    ],
+    "rng_speed": [PY, "benchmarks/rng_speed.py", "--num-envs", "4096", "--json", "{out}"],
+    "rng_quality": [PY, "benchmarks/rng_quality.py", "--log2n", "20"],
+    "ppo_learning": [PY, "benchmarks/ppo_learning.py", "--seeds", "1"],
+    "roofline": [PY, "benchmarks/roofline.py", "--num-envs", "4096", "--json", "{out}"],
+    "scaling": [PY, "benchmarks/scaling.py", "--json", "{out}"],
+}
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, core count, memory, OS, Python and JAX versions, load average."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    try:
+        import jax
+
+        info["jax"] = jax.__version__
+        info["backend"] = jax.default_backend()
+        info["devices"] = [str(d) for d in jax.devices()]
+    except Exception as error:  # a broken JAX install must not stop the report
+        info["jax"] = f"unavailable: {error}"
+    if hasattr(os, "getloadavg"):
+        info["load_average"] = list(os.getloadavg())
+    try:  # which code was measured: the commit, and the files that differed from it
+        git = ["git", "-C", str(ROOT)]
+        info["commit"] = subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            [*git, "status", "--porcelain", "parallax"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        info["uncommitted_parallax_files"] = sorted(line[3:] for line in status)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return info
+
+
+def run_job(name: str, command: list[str], timeout: float) -> dict[str, Any]:
+    """Run one benchmark; its JSON result, or its printed output, and how long it took."""
+    script = next((c for c in command if c.endswith(".py")), None)
+    if script is not None and not (ROOT / script).exists():
+        return {"status": "missing", "error": f"{script} does not exist yet"}
+    if name == "parallax_rl" and not os.environ.get("PARALLAX_RL_PYTHON"):
+        return {"status": "skipped", "error": "PARALLAX_RL_PYTHON is not set"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{name}.json"
+        argv = [str(out) if c == "{out}" else c for c in command]
+        shown = " ".join("OUT.json" if c == "{out}" else c for c in command).replace(PY, "python")
+        load = os.getloadavg() if hasattr(os, "getloadavg") else None
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(
+                argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "command": shown, "error": f"over {timeout:.0f} s"}
+        record: dict[str, Any] = {
+            "command": shown,
+            "seconds": time.perf_counter() - t0,
+            "load_average_before": load,
+            "returncode": done.returncode,
+        }
+        if out.exists():
+            record["result"] = json.loads(out.read_text())
+        else:
+            try:
+                record["result"] = json.loads(done.stdout)
+            except json.JSONDecodeError:
+                record["output"] = done.stdout[-20_000:]
+        record["status"] = "ok" if done.returncode == 0 else "failed"
+        if done.returncode != 0:
+            record["error"] = done.stderr[-4_000:]
+        return record
+
+
+# -- plots ----------------------------------------------------------------------------------
+def _scaling_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    job = results.get("jobs", {}).get("scaling", {})
+    rows: list[dict[str, Any]] = job.get("result", {}).get("rows", [])
+    return rows
+
+
+def plot(results: dict[str, Any], assets: Path = ASSETS) -> list[Path]:
+    """Draw the `perf_*.png` plots from collected results; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    rows = _scaling_rows(results)
+    envs = sorted({r["env"] for r in rows})
+    colors = dict(zip(envs, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+
+    def series(env: str, key: str) -> tuple[list[int], list[float]]:
+        pts = sorted((r["num_envs"], r[key]) for r in rows if r["env"] == env and r.get(key))
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    if rows:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for env in envs:
+            ax.plot(*series(env, "steps_per_second"), "o-", color=colors[env], label=env)
+            xs, ys = series(env, "competitor_steps_per_second")
+            if xs:
+                ax.plot(xs, ys, "s--", color=colors[env], alpha=0.6, label=f"sekai {env}")
+        ax.set(xscale="log", yscale="log", xlabel="num_envs N", ylabel="env steps / s")
+        ax.set_title("Finance envs: parallax (solid) vs sekai native (dashed)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        written.append(_save(fig, assets / "perf_scaling.png"))
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for env in envs:
+            ax.plot(*series(env, "compile_seconds"), "o-", color=colors[env], label=env)
+        ax.set(xscale="log", xlabel="num_envs N", ylabel="compile time of the rollout (s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(_save(fig, assets / "perf_compile.png"))
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for env in envs:
+            xs, ys = series(env, "state_bytes")
+            ax.plot(xs, ys, "o-", color=colors[env], label=f"{env} state")
+            pts = sorted(
+                (r["num_envs"], sum(r["program_bytes"].values()))
+                for r in rows
+                if r["env"] == env and r.get("program_bytes")
+            )
+            if pts:
+                ax.plot(*zip(*pts), "^:", color=colors[env], label=f"{env} XLA buffers")
+        rss = sorted((r["num_envs"], r["peak_rss_bytes"]) for r in rows)
+        if rss:
+            ax.plot(*zip(*rss), "k.", alpha=0.5, label="peak RSS (process, cumulative)")
+        ax.set(xscale="log", yscale="log", xlabel="num_envs N", ylabel="bytes")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        written.append(_save(fig, assets / "perf_memory.png"))
+
+    roof = results.get("jobs", {}).get("roofline", {}).get("result")
+    if roof:
+        peaks = roof["peaks"]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        intensity = [2.0**k for k in range(-6, 8)]
+        bw, fma = peaks["bandwidth_bytes_per_s"], peaks["fma_flops_per_s"]
+        ax.plot(intensity, [min(bw * i, fma) for i in intensity], "k-", label="roofline")
+        for row in roof["rows"]:
+            work = row["work_per_env_step"]
+            x = work["flops"] / max(work["bytes_accessed"], 1.0)
+            y = row["measured_steps_per_s"] * work["flops"]
+            ax.plot([x], [y], "o", label=f"{row['env']} ({100 * row['fraction_of_roofline']:.1f}%)")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="arithmetic intensity (XLA elementwise ops / byte)",
+            ylabel="elementwise ops / s",
+        )
+        ax.set_title(f"Finance envs at N={roof['rows'][0]['num_envs']} on this machine's roofline")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, assets / "perf_roofline.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(JOBS), help="run only these jobs")
+    parser.add_argument("--skip", nargs="+", choices=sorted(JOBS), default=[], help="skip these")
+    parser.add_argument("--merge", action="store_true", help="keep other jobs' old results")
+    parser.add_argument("--plots-only", action="store_true", help="redraw from the JSON")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per job")
+    parser.add_argument("--out", default=str(RESULTS), help="where the collected JSON goes")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    old = json.loads(out.read_text()) if out.exists() and (args.merge or args.plots_only) else {}
+    if args.plots_only:
+        for path in plot(old, out.parent):
+            print(f"wrote {path}")
+        return 0
+    results: dict[str, Any] = {"machine": machine(), "jobs": dict(old.get("jobs", {}))}
+    if args.merge and "machine" in old:
+        results["previous_machine"] = old["machine"]
+    names = [n for n in (args.only or JOBS) if n not in args.skip]
+    failed = 0
+    for name in names:
+        print(f"[run_all] {name} ...", flush=True)
+        record = run_job(name, JOBS[name], args.timeout)
+        results["jobs"][name] = record
+        failed += record["status"] in ("failed", "timeout")
+        print(
+            f"[run_all] {name}: {record['status']}"
+            + (f" in {record['seconds']:.0f} s" if "seconds" in record else "")
+            + (f" ({record['error'].strip().splitlines()[-1]})" if record.get("error") else ""),
+            flush=True,
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1))  # after each job: partial results survive
+    results["machine"]["load_average_after"] = (
+        list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    )
+    out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {out}")
+    for path in plot(results, out.parent):
+        print(f"wrote {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
