@@ -31,7 +31,8 @@ __all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExe
 SLOTS = rng.SlotTable(
     rng.Slot(0, "MID", "every step t", "0", "normal(0, 1)"),
 )
-"""Draws of step `t` (0-based, `state.step_count` before the step); reset draws nothing."""
+"""Draws of step `t` (0-based: `state.step_count` before the step). The reset state itself
+is deterministic; each state carries the draws of the step that follows it."""
 
 SOLD_OUT = 1e-9
 """Inventory below `SOLD_OUT * initial_inventory` after a sale is set to 0 (sold out)."""
@@ -94,12 +95,20 @@ class OptimalExecutionState:
         mid: mid price, default float dtype, scalar.
         shortfall: cumulative implementation shortfall in dollars, default float dtype.
         episode_key: uint32 `(2,)`, the `parallax.rng` episode key of every draw.
+        mid_normal: scalar default float dtype, the mid's normal of the next step (slot `MID`
+            at step `step_count`), drawn when the state is made (see `MarketMakingState`).
     """
 
     inventory: Array
     mid: Array
     shortfall: Array
     episode_key: Array
+    mid_normal: Array
+
+
+def _draw(episode_key: Array, k: Array) -> Array:
+    """The draw of step `k`: the mid's standard normal (slot `MID`, index 0)."""
+    return rng.normal(episode_key, k, SLOTS.MID, 0, dtype=float_dtype())
 
 
 class OptimalExecutionEnv:
@@ -122,9 +131,9 @@ class OptimalExecutionEnv:
       `implementation_shortfall`, `shortfall_bps`, `timestamp` (`k * tau`), `dt` (`tau`),
       all in the default float dtype (float64 under x64, else float32).
 
-    Randomness: `SLOTS` (the mid's normal of step `k`); `reset` draws nothing. Numeric
-    parameters live in `params` (an `OptimalExecutionParams`), overridable per call;
-    `n_steps` is static.
+    Randomness: `SLOTS` (the mid's normal of step `k`); the reset state is deterministic.
+    Numeric parameters live in `params` (an `OptimalExecutionParams`), overridable per
+    call; `n_steps` is static.
 
     Args:
         initial_inventory, s0, sigma, total_time, permanent_impact, temporary_impact,
@@ -205,7 +214,7 @@ class OptimalExecutionEnv:
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: OptimalExecutionParams | None = None) -> State:
-        """Arrive with `X0` shares at mid `s0`; draws nothing.
+        """Arrive with `X0` shares at mid `s0` (and draw the first step's noise).
 
         Args:
             key: a JAX PRNG key; the episode's draws come from `parallax.rng.episode_key(key)`.
@@ -216,11 +225,13 @@ class OptimalExecutionEnv:
         """
         p = self._params(params)
         zero = jnp.zeros((), p.s0.dtype)
+        ek = rng.episode_key(key)
         env_state = OptimalExecutionState(
             inventory=p.initial_inventory,
             mid=p.s0,
             shortfall=zero,
-            episode_key=rng.episode_key(key),
+            episode_key=ek,
+            mid_normal=_draw(ek, jnp.int32(0)),
         )
         nan = jnp.full((), jnp.nan, p.s0.dtype)
         return self._state(env_state, jnp.int32(0), p, zero, nan, zero, jnp.bool_(False), key)
@@ -241,8 +252,8 @@ class OptimalExecutionEnv:
         """
         p = self._params(params)
         fdt = p.s0.dtype
-        fraction = jnp.clip(self._action(action).astype(fdt), 0.0, 1.0)
         z = self.step_noise(state)
+        fraction = jnp.clip(self._action(action).astype(fdt), 0.0, 1.0)
         es: OptimalExecutionState = state.env_state
         k = state.step_count
         tau = divide(p.total_time, self.n_steps)
@@ -261,7 +272,11 @@ class OptimalExecutionEnv:
         reward = 1e4 * (gain - risk) / (p.initial_inventory * p.s0)
         terminated = (inventory == 0.0) | (k + 1 >= self.n_steps)
         env_state = OptimalExecutionState(
-            inventory=inventory, mid=mid, shortfall=shortfall, episode_key=es.episode_key
+            inventory=inventory,
+            mid=mid,
+            shortfall=shortfall,
+            episode_key=es.episode_key,
+            mid_normal=_draw(es.episode_key, k + 1),
         )
         return self._state(
             env_state, k + 1, p, shares, execution_price, reward, terminated, state.key
@@ -274,8 +289,8 @@ class OptimalExecutionEnv:
         Slot `MID`, index 0, at step `state.step_count`, in the default float dtype; what a
         reference harness serves to sekai as `rng.standard_normal()`.
         """
-        ek, k = state.env_state.episode_key, state.step_count
-        return rng.normal(ek, k, SLOTS.MID, 0, dtype=float_dtype())
+        es: OptimalExecutionState = state.env_state
+        return es.mid_normal
 
     def almgren_chriss_trajectory(self, params: OptimalExecutionParams | None = None) -> Array:
         """The optimal holdings `x_0 .. x_N` for the env's parameters (see the baselines)."""

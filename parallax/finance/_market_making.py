@@ -32,7 +32,8 @@ SLOTS = rng.SlotTable(
     rng.Slot(0, "FILL", "every step t", "0 bid, 1 ask", "uniform [0, 1)"),
     rng.Slot(1, "MID", "every step t", "0", "normal(0, 1)"),
 )
-"""Draws of step `t` (0-based, `state.step_count` before the step); reset draws nothing."""
+"""Draws of step `t` (0-based: `state.step_count` before the step). The reset state itself
+is deterministic; each state carries the draws of the step that follows it."""
 
 
 @jax.tree_util.register_dataclass
@@ -88,12 +89,29 @@ class MarketMakingState:
         inventory: signed inventory in units, int32 scalar.
         cash: cash, default float dtype, scalar.
         episode_key: uint32 `(2,)`, the `parallax.rng` episode key of every draw.
+        fill_uniforms: `(2,)` default float dtype, the bid and ask fill uniforms of the next
+            step (slot `FILL` at step `step_count`).
+        mid_normal: scalar default float dtype, the mid's normal of the next step (slot
+            `MID` at step `step_count`).
+
+    The next step's draws are made when the state is made and carried in it, so every use
+    of them in `step` reads one stored value: XLA would otherwise recompute the hash of a
+    draw inside each fusion that reads it (several times slower in a vmapped batch).
     """
 
     mid: Array
     inventory: Array
     cash: Array
     episode_key: Array
+    fill_uniforms: Array
+    mid_normal: Array
+
+
+def _draws(episode_key: Array, t: Array) -> tuple[Array, Array]:
+    """The draws of step `t`: fill uniforms `(2,)` (slot `FILL`) and the mid's normal (`MID`)."""
+    dt = float_dtype()
+    u = rng.uniform(episode_key, t, SLOTS.FILL, jnp.arange(2, dtype=jnp.uint32), dtype=dt)
+    return u, rng.normal(episode_key, t, SLOTS.MID, 0, dtype=dt)
 
 
 class MarketMakingEnv:
@@ -116,9 +134,9 @@ class MarketMakingEnv:
       reset), `bid_filled`, `ask_filled` (bool), `timestamp` (`t * dt`), `dt`; floats in
       the default float dtype (float64 under x64, else float32).
 
-    Randomness: `SLOTS` (fill uniforms and the mid's normal of step `t`); `reset` draws
-    nothing. Numeric parameters live in `params` (a `MarketMakingParams`), overridable per
-    call; `n_steps`, `max_inventory`, `order_size` and `max_offset` are static.
+    Randomness: `SLOTS` (fill uniforms and the mid's normal of step `t`); the reset state is
+    deterministic. Numeric parameters live in `params` (a `MarketMakingParams`), overridable
+    per call; `n_steps`, `max_inventory`, `order_size` and `max_offset` are static.
 
     Args:
         s0, sigma, total_time, fill_intensity, fill_decay, risk_aversion: see
@@ -203,7 +221,7 @@ class MarketMakingEnv:
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: MarketMakingParams | None = None) -> State:
-        """Start a session: mid `s0`, no inventory, no cash; draws nothing.
+        """Start a session: mid `s0`, no inventory, no cash (and the first step's draws).
 
         Args:
             key: a JAX PRNG key; the episode's draws come from `parallax.rng.episode_key(key)`.
@@ -213,11 +231,15 @@ class MarketMakingEnv:
             The first `State` (reward 0, both flags False, `step_count` 0).
         """
         p = self._params(params)
+        ek = rng.episode_key(key)
+        u, z = _draws(ek, jnp.int32(0))
         env_state = MarketMakingState(
             mid=p.s0,
             inventory=jnp.int32(0),
             cash=jnp.zeros((), p.s0.dtype),
-            episode_key=rng.episode_key(key),
+            episode_key=ek,
+            fill_uniforms=u,
+            mid_normal=z,
         )
         nan = jnp.full((), jnp.nan, p.s0.dtype)
         no = jnp.bool_(False)
@@ -242,8 +264,8 @@ class MarketMakingEnv:
         """
         p = self._params(params)
         fdt = p.s0.dtype
-        offsets = jnp.clip(self._action(action).astype(fdt), 0.0, self.max_offset)
         u, z = self.step_noise(state)
+        offsets = jnp.clip(self._action(action).astype(fdt), 0.0, self.max_offset)
         es: MarketMakingState = state.env_state
         t = state.step_count
         dt = divide(p.total_time, self.n_steps)
@@ -273,8 +295,14 @@ class MarketMakingEnv:
                 jnp.where(bid_filled, offsets[0], 0.0) + jnp.where(ask_filled, offsets[1], 0.0)
             )
             reward = earned + inv * move - penalty
+        next_u, next_z = _draws(es.episode_key, t + 1)
         env_state = MarketMakingState(
-            mid=mid + move, inventory=inventory, cash=cash, episode_key=es.episode_key
+            mid=mid + move,
+            inventory=inventory,
+            cash=cash,
+            episode_key=es.episode_key,
+            fill_uniforms=next_u,
+            mid_normal=next_z,
         )
         return self._state(
             env_state,
@@ -294,14 +322,12 @@ class MarketMakingEnv:
         """The draws the next `step(state, ...)` uses: `(u (2,), z ())`, default float dtype.
 
         `u` are the bid and ask fill uniforms (slot `FILL`, index 0 and 1), `z` the mid's
-        standard normal (slot `MID`), all at step `state.step_count`. This is what a
-        reference harness serves to sekai as `rng.random(2)` and `rng.standard_normal()`.
+        standard normal (slot `MID`), all at step `state.step_count` (carried in the state,
+        see `MarketMakingState`). This is what a reference harness serves to sekai as
+        `rng.random(2)` and `rng.standard_normal()`.
         """
-        dt = float_dtype()
-        ek, t = state.env_state.episode_key, state.step_count
-        u = rng.uniform(ek, t, SLOTS.FILL, jnp.arange(2, dtype=jnp.uint32), dtype=dt)
-        z = rng.normal(ek, t, SLOTS.MID, 0, dtype=dt)
-        return u, z
+        es: MarketMakingState = state.env_state
+        return es.fill_uniforms, es.mid_normal
 
     def fill_probability(
         self, offset: ArrayLike, params: MarketMakingParams | None = None
