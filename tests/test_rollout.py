@@ -22,9 +22,10 @@ def _cycle_policy(key, state):
 def _manual(env, state, num_steps):
     """The reference: a Python loop of `env.step` collecting the same fields."""
     rows = []
+    step = jax.jit(env.step)
     for _ in range(num_steps):
         action = _cycle_policy(None, state)
-        nxt = env.step(state, action)
+        nxt = step(state, action)
         rows.append(
             {
                 "observation": state.observation,
@@ -39,8 +40,17 @@ def _manual(env, state, num_steps):
     return state, {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
 
 
-@pytest.mark.parametrize("vector", [False, True], ids=["single", "vector"])
-def test_rollout_matches_a_step_loop_with_true_terminal_observations(x64, vector):
+@pytest.mark.parametrize(
+    ("vector", "x64"),
+    [(False, False), (True, False), (True, True)],
+    ids=["single", "vector", "vector-x64"],
+)
+def test_rollout_matches_a_step_loop_with_true_terminal_observations(vector, x64):
+    with jax.enable_x64(x64):
+        _check_rollout_matches_a_step_loop(vector)
+
+
+def _check_rollout_matches_a_step_loop(vector):
     env = AutoResetWrapper(TimeLimit(GridWorld(), 3))
     if vector:
         env = VmapWrapper(env, 4)
@@ -90,9 +100,8 @@ def test_rollout_resets_with_the_key_and_is_reproducible():
     def policy(key, state):
         return jax.random.randint(key, (4,), 0, 4)
 
-    _, a = rollout(env, policy, jax.random.key(3), 6)
-    _, b = rollout(env, policy, jax.random.key(3), 6)
-    _, c = rollout(env, policy, jax.random.key(4), 6)
+    run = jax.jit(lambda key: rollout(env, policy, key, 6)[1])
+    a, b, c = run(jax.random.key(3)), run(jax.random.key(3)), run(jax.random.key(4))
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert not bool(jnp.all(a.action == c.action))

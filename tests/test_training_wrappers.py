@@ -9,6 +9,7 @@ identical observation and reward streams.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -236,6 +237,7 @@ def _episodes_from(traj_reward: np.ndarray, traj_done: np.ndarray) -> list[tuple
     return out
 
 
+@functools.cache  # one function per batch size, so jitted rollouts can be reused
 def _random_policy(n: int):
     def policy(key, state):
         return jax.random.randint(key, (n,), 0, 4)
@@ -267,7 +269,7 @@ def test_episode_statistics_same_step_vector(x64):
     assert bool(jnp.isnan(RecordEpisodeStatistics.summary(cleared)["mean_return"]))
 
 
-def test_episode_statistics_single_env_with_autoreset(x64):
+def test_episode_statistics_single_env_with_autoreset():
     env = RecordEpisodeStatistics(AutoResetWrapper(TimeLimit(GridWorld(), 4)))
     state, traj = rollout(env, lambda k, s: jnp.int32(2), jax.random.key(0), 10)
     stats = traj.info["episode_statistics"]
@@ -383,9 +385,10 @@ def test_normalize_observation_single_env_and_final_observation():
     env = NormalizeObservation(AutoResetWrapper(TimeLimit(GridWorld(), 3)))
     state = env.reset(key=jax.random.key(0))
     raw = GridWorld().reset(key=jax.random.key(0)).observation
+    step = jax.jit(env.step)
     for _ in range(3):
         prev = NormalizeObservation.statistics(state).statistics
-        state = env.step(state, 2)
+        state = step(state, 2)
     assert bool(state.truncation)
     stats = NormalizeObservation.statistics(state).statistics
     assert float(stats.count) == pytest.approx(4.0, abs=1e-3)
@@ -401,10 +404,10 @@ def test_normalize_observation_single_env_and_final_observation():
 
 def test_normalize_observation_freeze_and_load_statistics():
     env = _grid_stack(8)
-    state, _ = rollout(env, _random_policy(8), jax.random.key(0), 5)
+    run = jax.jit(lambda k, s: rollout(env, _random_policy(8), k, 5, state=s)[0])
+    state = run(jax.random.key(0), env.reset(key=jax.random.key(0)))
     trained = NormalizeObservation.statistics(state)
-    frozen = NormalizeObservation.freeze(state)
-    frozen, _ = rollout(env, _random_policy(8), jax.random.key(1), 5, state=frozen)
+    frozen = run(jax.random.key(1), NormalizeObservation.freeze(state))  # no recompilation
     after = NormalizeObservation.statistics(frozen)
     np.testing.assert_array_equal(
         np.asarray(after.statistics.mean), np.asarray(trained.statistics.mean)
@@ -471,17 +474,17 @@ def test_normalize_reward_freeze_and_single_env(x64):
     raw = AutoResetWrapper(TimeLimit(GridWorld(), 3))
     raw_state = raw.reset(key=jax.random.key(0))
     g, rms = 0.0, sekai.utils.running_stats.RunningMeanStd(shape=())
+    step, raw_step = jax.jit(env.step), jax.jit(raw.step)
     for _ in range(5):
-        state = env.step(state, 2)
-        raw_state = raw.step(raw_state, 2)
+        state = step(state, 2)
+        raw_state = raw_step(raw_state, 2)
         g = 0.5 * g + float(raw_state.reward)
         rms.update(np.array([g]))
         if bool(raw_state.done):
             g = 0.0
         expected = float(raw_state.reward) / np.sqrt(rms.var + 1e-8)
         assert float(state.reward) == pytest.approx(expected, rel=1e-4)
-    frozen = NormalizeReward.freeze(state)
-    frozen = env.step(frozen, 2)
+    frozen = step(NormalizeReward.freeze(state), 2)
     np.testing.assert_array_equal(
         np.asarray(frozen.info["reward_statistics"].statistics.var),
         np.asarray(state.info["reward_statistics"].statistics.var),
@@ -497,7 +500,7 @@ def test_normalize_reward_validates_gamma(gamma, error):
 
 
 # -- transforms ---------------------------------------------------------------------------------------
-def test_transform_observation_vector_final_observation_and_type(x64):
+def test_transform_observation_vector_final_observation_and_type():
     env = TransformObservation(
         parallax.make_vec("MaskedGridWorld-v0", 4, max_episode_steps=2), lambda o: o[:2] * 10.0
     )
@@ -534,7 +537,7 @@ def test_transform_reward_keeps_dtype_and_reset_reward(x64):
     assert state.reward.dtype == _float()
 
 
-def test_transform_action_and_clip_action(x64):
+def test_transform_action_and_clip_action():
     env = TransformAction(GridWorld(), lambda a: 3 - a, spaces.Discrete(4))
     state = env.step(env.reset(key=jax.random.key(0)), jnp.int32(1))
     assert state.observation[:2].tolist() == [1.0, 0.0]

@@ -122,8 +122,9 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
     present from `reset` on; the state type is kept (a `MaskedState` stays a
     `MaskedState`). On the step an episode ends, `ended` is True and `episode_return`,
     `episode_length` (and `final_equity` for envs whose terminal info has `equity`,
-    `portfolio_value` or `wealth`: the finance envs) describe it; they keep their values until the next episode ends.
-    `num_episodes` and the `sum_*` fields add up every finished episode since `reset`;
+    `portfolio_value` or `wealth`: the finance envs) describe it; they keep their values
+    until the next episode ends. `num_episodes` and the `sum_*` fields add up every
+    finished episode since `reset`;
     `RecordEpisodeStatistics.summary(state)` turns them into means over the whole batch
     and `RecordEpisodeStatistics.clear(state)` starts a new logging period.
 
