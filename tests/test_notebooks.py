@@ -1,0 +1,139 @@
+"""The notebooks in `notebooks/` run top to bottom and report what they should.
+
+Each notebook is executed with nbclient in a fresh `python3` kernel (ipykernel) running this
+interpreter (checked with a probe cell appended in memory), from the `notebooks/` folder, at
+the small sizes the notebooks choose for a CPU. Its last cell, tagged `summary`, prints one
+JSON line with the numbers it measured; the tests assert on them (the planted bug is caught,
+the adapter follows gymnax step for step, PPO beats the random policy, ...).
+
+The notebooks are stored without outputs (`notebooks/strip_outputs.py` strips them), each
+with an "Open in Colab" badge and an install cell that is skipped when `parallax` imports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_output
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "notebooks"
+NAMES = ("quickstart", "validate_your_env", "adapters", "finance_ppo")
+COLAB = "https://colab.research.google.com/github/parallax-rl/parallax/blob/main/notebooks/{}.ipynb"
+PROBE = "import sys\nprint('KERNEL_EXECUTABLE=' + sys.executable)"
+
+
+def _strip_module():
+    spec = importlib.util.spec_from_file_location("strip_outputs", FOLDER / "strip_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
+
+
+def _run(name: str) -> tuple[dict, str, float]:
+    """Execute a notebook; return its summary, the kernel's executable and the seconds taken."""
+    nb = nbformat.read(FOLDER / f"{name}.ipynb", as_version=4)
+    nb.cells.append(new_code_cell(PROBE))
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=600,
+        allow_errors=False,
+        resources={"metadata": {"path": str(FOLDER)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    summaries = [c for c in nb.cells if "summary" in c.metadata.get("tags", [])]
+    assert len(summaries) == 1, f"{name}: expected one cell tagged 'summary'"
+    lines = [line for line in _text(summaries[0]).splitlines() if line.startswith("{")]
+    assert lines, f"{name}: the summary cell printed no JSON line: {_text(summaries[0])!r}"
+    probe = _text(nb.cells[-1]).strip().removeprefix("KERNEL_EXECUTABLE=")
+    return json.loads(lines[-1]), probe, seconds
+
+
+def _summary(name: str) -> dict:
+    summary, probe, seconds = _run(name)
+    # the kernel ran this interpreter (the venv's), not whatever `python` is first on PATH
+    assert pathlib.Path(probe).parent == pathlib.Path(sys.executable).parent, (
+        probe,
+        sys.executable,
+    )
+    print(f"{name}: {seconds:.1f} s")
+    return summary
+
+
+pytestmark = pytest.mark.xdist_group("notebooks")  # one kernel at a time on a 2-core machine
+
+
+def test_quickstart_runs_and_plots_a_batch_of_finance_episodes():
+    s = _summary("quickstart")
+    assert s["steps_per_second"] > 0
+    # 2048 envs, 100 steps, a 20-step time limit: at least five episode ends per env
+    assert s["episodes_ended"] >= 5 * 2048
+    assert s["equity_shape"] == [128, 32] and s["equity_finite"]
+    # Avellaneda-Stoikov skews its quotes against the inventory; fixed quotes do not
+    assert s["mean_abs_inventory_as"] < s["mean_abs_inventory_fixed"], s
+
+
+def test_validate_your_env_catches_the_planted_bugs():
+    s = _summary("validate_your_env")
+    assert s["reference_steps_compared"] > 0
+    assert s["slot_bug"]["caught"] and s["slot_bug"]["check"] == "check_matches_reference", s
+    assert s["slot_bug"]["step"] >= 1 and s["slot_bug"]["field"], s
+    assert s["key_bug"]["caught"] and s["key_bug"]["check"].startswith("check_env"), s
+
+
+def test_adapters_notebook_matches_gymnax_and_exports_to_gymnasium():
+    s = _summary("adapters")
+    assert s["gymnax_same_trajectory"] and 1 <= s["gymnax_terminal_step"] < 200, s
+    assert s["gymnax_episodes"] > 0
+    assert s["brax_truncations"] >= 16  # 16 envs, 150 steps, episode_length 100
+    assert s["mjx_rewards_finite"]
+    assert s["vector_autoreset_mode"] == "SameStep"
+
+
+def test_finance_ppo_small_run_beats_random_and_selling_at_once():
+    s = _summary("finance_ppo")
+    assert s["small"] and s["num_seeds"] >= 1
+    assert s["mean_episode_reward"] > s["random_policy_reward"] + 300, s
+    assert s["mean_episode_reward"] > s["sell_all_reward"], s
+    assert s["last_return"] > s["first_return"], s  # the learning curve went up
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_stored_stripped_with_badge_and_install_cell(name):
+    nb = nbformat.read(FOLDER / f"{name}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert _strip_module().problems(nb) == [], f"run: python notebooks/strip_outputs.py {name}"
+    assert COLAB.format(name) in nb.cells[0].source, "the first cell carries the Colab badge"
+    install = [c for c in nb.cells if "install" in c.metadata.get("tags", [])]
+    assert len(install) == 1 and 'find_spec("parallax") is None' in install[0].source
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_strip_outputs_strips_and_checks(tmp_path):
+    strip_outputs = _strip_module()
+    nb = nbformat.v4.new_notebook(cells=[new_code_cell("print(1)"), new_code_cell("2")])
+    nb.cells[0].outputs = [new_output("stream", name="stdout", text="1\n")]
+    nb.cells[0].execution_count = 1
+    nb.cells[1].metadata["execution"] = {"iopub.status.busy": "2025-01-01T00:00:00"}
+    path = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, path)
+    assert strip_outputs.main(["--check", str(path)]) == 1
+    assert strip_outputs.main([str(path)]) == 0
+    assert strip_outputs.main(["--check", str(path)]) == 0
+    clean = nbformat.read(path, as_version=4)
+    assert [c.source for c in clean.cells] == ["print(1)", "2"]
+    assert strip_outputs.problems(clean) == []
