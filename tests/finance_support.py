@@ -17,6 +17,9 @@
   `reset(key=, start=, params=)`, `step(state, action, params)`, `params` and
   `sekai_draws(key, start)`; sekai is driven through its single-env API.
 - `to_sekai_action(action)`: a JAX action as the value sekai's single env accepts.
+- `SekaiReference(env, sekai_env)` and `sekai_tolerance()`: the same comparison through
+  `parallax.testing.check_matches_reference` (sekai as a `Reference` fed our draws, and the
+  rule above as a `Tolerance`).
 - `sp500(rows=None)`: S&P 500 daily adjusted closes from `arch.data.sp500` (a dated Series).
 
 Run the comparisons with `jax.enable_x64(True)`: float64 rewards and infos are compared with
@@ -34,9 +37,11 @@ import numpy as np
 __all__ = [
     "TOLERANCE",
     "ReplayGenerator",
+    "SekaiReference",
     "assert_values_match",
     "rollout",
     "run_against_sekai",
+    "sekai_tolerance",
     "sp500",
     "to_sekai_action",
     "values_match",
@@ -272,6 +277,61 @@ def run_against_sekai(
         if out.terminated or out.truncated:
             break
     return steps
+
+
+def sekai_tolerance() -> Any:
+    """The spec's comparison rule as a `parallax.testing.Tolerance`.
+
+    Float64 values (rewards, infos): `|a - b| <= 1e-12 + 1e-9 |b|`; float32 observations:
+    relative 1e-6; bools and ints exact.
+    """
+    from parallax.testing import FloatRule, Tolerance
+
+    return Tolerance(
+        rtol=TOLERANCE["float64_rtol"],
+        atol=TOLERANCE["float64_atol"],
+        per_field={"observation": FloatRule(rtol=TOLERANCE["float32_rtol"])},
+    )
+
+
+class SekaiReference:
+    """A sekai single env as a `parallax.testing.Reference`, fed our env's draws.
+
+    `reset(key, initial)` serves `env.sekai_draws(key)` to sekai through a
+    `ReplayGenerator`, so sekai's episode is ours; records hold the observation, reward,
+    flags and every info entry (compared as `info.<name>`).
+
+    Args:
+        env: our env (with `sekai_draws`).
+        sekai_env: the sekai env built with the same arguments.
+    """
+
+    def __init__(self, env: Any, sekai_env: Any) -> None:
+        self.env = env
+        self.sekai_env = sekai_env
+
+    @staticmethod
+    def _record(out: Any, reward: Any, terminated: bool, truncated: bool) -> dict[str, Any]:
+        return {
+            "observation": out.observation,
+            "reward": np.float64(reward),
+            "termination": np.bool_(terminated),
+            "truncation": np.bool_(truncated),
+            "info": dict(out.info),
+        }
+
+    def reset(self, key: Any, initial: Any) -> dict[str, Any]:
+        """Reset sekai with our draws for `key`."""
+        shim = ReplayGenerator(self.env.sekai_draws(key))
+        self.sekai_env.rng = shim
+        out = self.sekai_env.reset()
+        shim.assert_exhausted()
+        return self._record(out, 0.0, False, False)
+
+    def step(self, action: Any) -> dict[str, Any]:
+        """Step sekai with our action."""
+        out = self.sekai_env.step(to_sekai_action(action))
+        return self._record(out, out.reward, out.terminated, out.truncated)
 
 
 def sp500(rows: int | None = None) -> Any:

@@ -10,13 +10,25 @@ import numpy as np
 import pytest
 import sekai
 import sekai.finance as sf
-from finance_support import assert_values_match, rollout, run_against_sekai
+from finance_support import (
+    SekaiReference,
+    assert_values_match,
+    rollout,
+    run_against_sekai,
+    sekai_tolerance,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_finance_trading import _compare_vector_step
 
 import parallax
 from parallax import finance as pf
+from parallax.testing import (
+    TRANSFORM_TOLERANCE,
+    check_batch_independence,
+    check_env,
+    check_matches_reference,
+)
 
 SHORT = {"episode_length": 12, "lookback": 4}
 
@@ -146,6 +158,43 @@ def test_gbm_trajectories_match_sekai(config):
         assert lengths == [12] * 3
 
 
+def test_matches_sekai_under_check_matches_reference():
+    kwargs = {**SHORT, "allow_short": True}
+    with jax.enable_x64(True):
+        env = pf.PortfolioEnv(**kwargs)
+        reference = SekaiReference(env, sekai.make("Portfolio-v0", **kwargs))
+        report = check_matches_reference(
+            env, reference, key=jax.random.key(7), num_steps=12, num_episodes=3,
+            tolerance=sekai_tolerance(),
+        )  # fmt: skip
+    assert report.stats["steps_compared"] == 36
+
+
+# ------------------------------------------------------------------- the battery
+def _battery_env(non_default):
+    """The default market (5 assets), or a non-default market, costs and reward."""
+    if not non_default:
+        return pf.PortfolioEnv(episode_length=6, lookback=3)
+    return pf.PortfolioEnv(
+        n_assets=3, episode_length=6, lookback=3, allow_short=True, mu=[0.5, -0.5, 0.0],
+        sigma=[1.0, 0.5, 0.1], corr=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 1.0]],
+        transaction_cost=pf.SpreadCost([1e-3, 2e-3, 0.0]) + pf.FixedCost(5.0),
+        reward=pf.MeanVariance(3.0) - 1e-2 * pf.TurnoverPenalty(), capital=1e4,
+    )  # fmt: skip
+
+
+def test_battery_default_market_float32():
+    report = check_env(_battery_env(False), num_steps=8, num_keys=2, disable_jit=False)
+    assert "recompilation" in report.passed and "key_sensitivity" in report.passed
+
+
+def test_batch_independence_non_default_x64():
+    with jax.enable_x64(True):
+        env = _battery_env(True)
+        # see test_finance_trading.test_batch_independence_non_default_x64 for the tolerance
+        check_batch_independence(env, num_envs=3, num_steps=8, tolerance=TRANSFORM_TOLERANCE)
+
+
 # ------------------------------------------------------------------- price history
 def test_history_starts_match_sekai():
     prices = _history(60, 3)
@@ -155,7 +204,6 @@ def test_history_starts_match_sekai():
         theirs = sekai.make("Portfolio-v0", **kwargs)
         assert env.n_assets == 3
         actions = _actions(env, 12, 0)
-        assert run_against_sekai(env, theirs, jax.random.key(0), actions) == 12
         for start in (4, 47, -13):
             assert run_against_sekai(env, theirs, jax.random.key(1), actions, start=start) == 12
         random_env = pf.PortfolioEnv(**{**kwargs, "sampler": "random"})
@@ -220,7 +268,7 @@ def test_dtypes_follow_the_float_mode(x64):
 
 
 def test_correlation_can_be_randomised_through_params():
-    env = pf.PortfolioEnv(n_assets=2, episode_length=200, lookback=2, sigma=0.3)
+    env = pf.PortfolioEnv(n_assets=2, episode_length=120, lookback=2, sigma=0.3)
     traces = []
 
     def returns(key, rho):
@@ -233,14 +281,14 @@ def test_correlation_can_be_randomised_through_params():
             state = env.step(state, jnp.ones(3) / 3, params)
             return state, state.info["asset_returns"]
 
-        return jax.lax.scan(body, state, None, length=200)[1]
+        return jax.lax.scan(body, state, None, length=120)[1]
 
     run = jax.jit(jax.vmap(returns))
     keys = jax.random.split(jax.random.key(0), 3)
     paths = run(keys, jnp.array([-0.8, 0.0, 0.8]))
     assert len(traces) == 1
     measured = [np.corrcoef(np.asarray(p).T)[0, 1] for p in paths]
-    np.testing.assert_allclose(measured, [-0.8, 0.0, 0.8], atol=0.15)
+    np.testing.assert_allclose(measured, [-0.8, 0.0, 0.8], atol=0.2)
 
 
 # ------------------------------------------------------------------ property tests

@@ -11,9 +11,11 @@ import pytest
 import sekai
 import sekai.finance as sf
 from finance_support import (
+    SekaiReference,
     assert_values_match,
     rollout,
     run_against_sekai,
+    sekai_tolerance,
     sp500,
 )
 from hypothesis import given, settings
@@ -21,6 +23,12 @@ from hypothesis import strategies as st
 
 import parallax
 from parallax import finance as pf
+from parallax.testing import (
+    TRANSFORM_TOLERANCE,
+    check_batch_independence,
+    check_env,
+    check_matches_reference,
+)
 
 SHORT = {"episode_length": 12, "lookback": 4}
 
@@ -114,6 +122,43 @@ def test_gbm_trajectories_match_sekai(config):
         assert lengths == [SHORT["episode_length"]] * 3
 
 
+def test_matches_sekai_under_check_matches_reference():
+    with jax.enable_x64(True):
+        env = pf.TradingEnv(**SHORT)
+        reference = SekaiReference(env, sekai.make("Trading-v0", **SHORT))
+        report = check_matches_reference(
+            env, reference, key=jax.random.key(7), num_steps=12, num_episodes=3,
+            tolerance=sekai_tolerance(),
+        )  # fmt: skip
+    assert report.stats["steps_compared"] == 36
+
+
+# ------------------------------------------------------------------- the battery
+def _battery_env(non_default):
+    """The default market, or a history with non-default positions, costs and reward."""
+    if not non_default:
+        return pf.TradingEnv(episode_length=6, lookback=3)
+    return pf.TradingEnv(
+        _history(40, seed=9), episode_length=6, lookback=3, positions=(0.0, 0.5, 1.0, 2.0),
+        transaction_cost=pf.ProportionalCost(1e-3) + pf.FixedCost(10.0),
+        reward=pf.SimpleReturn() - pf.DrawdownPenalty() + pf.DifferentialSharpe(0.1),
+        capital=1e4,
+    )  # fmt: skip
+
+
+def test_battery_default_market_float32():
+    report = check_env(_battery_env(False), num_steps=8, num_keys=2, disable_jit=False)
+    assert "recompilation" in report.passed and "key_sensitivity" in report.passed
+
+
+def test_batch_independence_non_default_x64():
+    with jax.enable_x64(True):
+        env = _battery_env(True)
+        # XLA compiles the batched and the single program separately and may contract
+        # a * b + c into an FMA in one and not the other: floats may differ in the last ulps.
+        check_batch_independence(env, num_envs=3, num_steps=8, tolerance=TRANSFORM_TOLERANCE)
+
+
 # ------------------------------------------------------------------- price history
 def test_history_fixed_and_explicit_starts_match_sekai():
     prices = _history(60)
@@ -148,7 +193,7 @@ def test_sp500_windows_match_sekai():
     with jax.enable_x64(True):
         env = pf.TradingEnv(np.asarray(closes), **kwargs)
         theirs = sekai.make("Trading-v0", prices=np.asarray(closes), **kwargs)
-        for seed, start in ((0, None), (1, 10), (2, -41)):
+        for seed, start in ((0, 10), (1, 200), (2, -41)):
             actions = _actions(40, 3, seed)
             assert run_against_sekai(env, theirs, jax.random.key(seed), actions, start=start) == 40
 
@@ -178,6 +223,11 @@ def test_start_argument_is_checked_as_sekai_checks_it():
         with pytest.raises(want.type):
             env.reset(key=jax.random.key(0), start=bad)
     assert int(env.reset(key=jax.random.key(0), start=20.5).info["timestamp"]) == 21
+    assert (
+        env.resolve_start(sf.Time(20))
+        == 20
+        == theirs.reset(options={"start": sf.Time(20)}).info["timestamp"]
+    )
     assert int(env.reset(key=jax.random.key(0), start=-13).info["timestamp"]) == 27
     with pytest.raises(ValueError, match="price history"):
         pf.TradingEnv(**SHORT).reset(key=jax.random.key(0), start=5)

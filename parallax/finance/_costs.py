@@ -38,11 +38,13 @@ __all__ = [
 
 
 def sum_left_to_right(x: Array) -> Array:
-    """Sum over the last axis in numpy's order, so float64 results match sekai bit for bit.
+    """Sum over the last axis, adding left to right from 0.0, in a fixed order.
 
-    numpy adds fewer than 8 numbers one after the other starting from 0.0, and uses a pairwise
-    sum from 8 on; `jnp.sum` may use another order. For 8 or more numbers this falls back to
-    `jnp.sum` (a last-ulp difference, within the comparison tolerance).
+    The order does not depend on the batch shape (a vmapped env sums exactly as a single
+    one), and for fewer than 8 numbers it is numpy's, so float64 results match sekai's
+    bit for bit; numpy sums longer vectors pairwise (a last-ulp difference, within the
+    comparison tolerance). The sum is unrolled, which suits the short vectors of the
+    finance envs (one entry per asset).
 
     Args:
         x: float array `(..., n)`.
@@ -55,11 +57,8 @@ def sum_left_to_right(x: Array) -> Array:
         >>> float(sum_left_to_right(jnp.array([0.1, 0.2, 0.3])))  # doctest: +ELLIPSIS
         0.6000000...
     """
-    n = x.shape[-1]
-    if n >= 8:
-        return jnp.sum(x, axis=-1)
     total = jnp.zeros(x.shape[:-1], x.dtype)
-    for i in range(n):
+    for i in range(x.shape[-1]):
         total = total + x[..., i]
     return total
 

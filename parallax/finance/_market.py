@@ -151,6 +151,19 @@ def float_dtype() -> Any:
     return jax.dtypes.canonicalize_dtype(jnp.float64)
 
 
+def _cumsum_rows(x: Array) -> Array:
+    """Cumulative sum over the first axis, one row after the other (numpy's order).
+
+    `jnp.cumsum` may reassociate, and differently for a batch than for one env.
+    """
+
+    def body(total: Array, row: Array) -> tuple[Array, Array]:
+        total = total + row
+        return total, total
+
+    return jax.lax.scan(body, jnp.zeros_like(x[0]), x)[1]
+
+
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def _shock_block(episode_key: Array, rows: int, n_assets: int, dtype: Any) -> Array:
     steps = jnp.arange(rows, dtype=jnp.uint32)
@@ -213,7 +226,12 @@ class Market:
         """Correlated standard normal shocks of path rows `rows` (int `(R,)`), `(R, n)`."""
         z = rng.normal_vector(episode_key, rows, SLOTS.PRICE, self.n_assets, dtype=dtype)
         if self.correlated and chol is not None:
-            z = z @ chol.T
+            # z @ chol.T, summed left to right so that a batch computes what one env does
+            # (a batched matmul may accumulate in another order).
+            out = z[:, :1] * chol[None, :, 0]
+            for k in range(1, self.n_assets):
+                out = out + z[:, k : k + 1] * chol[None, :, k]
+            z = out
         return z
 
     def raw_shocks(self, episode_key: Array, dtype: Any) -> Array:
@@ -261,7 +279,7 @@ class Market:
         if self.history is None:
             rows = jnp.arange(lookback, dtype=jnp.uint32)
             inc = self.increments(self.shocks(episode_key, rows, chol, dtype), mu, sigma, dt)
-            level = jnp.cumsum(inc, axis=0)
+            level = _cumsum_rows(inc)
             levels = jnp.concatenate([jnp.zeros((1, n), dtype), level], axis=0)
             prices = jnp.broadcast_to(s0, (n,))[None, :] * jnp.exp(levels)
             logs = jnp.log(prices)
