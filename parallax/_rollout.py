@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
-from jaxtyping import Array, PRNGKeyArray, PyTree
+from jaxtyping import Array, PRNGKeyArray
 
 from ._wrappers.autoreset import FINAL_OBSERVATION, final_observation
 from ._wrappers.base import check_positive_int
@@ -19,6 +19,8 @@ from ._wrappers.base import check_positive_int
 __all__ = ["Trajectory", "rollout"]
 
 
+# Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
+# tree maps), which a run-time checked `__init__` would refuse; docstrings give the types.
 @jax.tree_util.register_dataclass
 @dataclass
 class Trajectory:
@@ -31,29 +33,29 @@ class Trajectory:
     `next_observation` where `truncation` is True, never where `termination` is.
     """
 
-    observation: PyTree
+    observation: Any
     """Observation the action was chosen from."""
 
-    action: PyTree
+    action: Any
     """Action taken."""
 
-    reward: Array
+    reward: Any
     """Reward of the transition."""
 
-    termination: Array
+    termination: Any
     """The transition ended the episode in a terminal state (bool)."""
 
-    truncation: Array
+    truncation: Any
     """The transition ended the episode by truncation (bool)."""
 
-    next_observation: PyTree
+    next_observation: Any
     """Observation after the transition; the true terminal observation at episode ends."""
 
-    info: dict[str, Any]
+    info: Any
     """`info` of the state after the transition, without `"final_observation"` (it is
     `next_observation`); `{}` with `keep_info=False`."""
 
-    aux: PyTree = None
+    aux: Any = None
     """What the policy returned next to the action (`has_aux=True`), else None."""
 
     @property

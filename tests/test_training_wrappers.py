@@ -617,3 +617,16 @@ def test_full_training_stack_composes_and_jits(x64):
     reset = env.reset(key=jax.random.key(1), state=state, done=state.done)
     assert jax.tree.structure(reset) == jax.tree.structure(state)
     assert dataclasses.fields(type(reset)) == dataclasses.fields(MaskedState)
+
+
+def test_training_stack_passes_check_env():
+    from parallax.envs import MaskedGridWorld
+    from parallax.testing import check_env
+
+    env = NormalizeReward(
+        NormalizeObservation(
+            RecordEpisodeStatistics(AutoResetWrapper(TimeLimit(MaskedGridWorld(), 5))), clip=5.0
+        )
+    )
+    report = check_env(env, checks=("contract", "structure", "recompilation"))
+    assert {"structure", "recompilation", "observation_in_space"} <= set(report.passed)

@@ -65,6 +65,8 @@ def _stat_dtype() -> Any:
     return jax.dtypes.canonicalize_dtype(jnp.float64)
 
 
+# Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
+# tree maps), which a run-time checked `__init__` would refuse; docstrings give the types.
 @jax.tree_util.register_dataclass
 @dataclass
 class RunningMeanStd:
@@ -81,16 +83,16 @@ class RunningMeanStd:
     Leaves lead with the batch shape of the state they belong to.
     """
 
-    mean: Array
+    mean: Any
     """Running mean, shape `batch + shape`."""
 
-    var: Array
+    var: Any
     """Running variance, shape `batch + shape`."""
 
-    count: Array
+    count: Any
     """Samples (equal weights) or updates (half-life) seen, shape `batch`."""
 
-    weight: Array
+    weight: Any
     """Half-life only: the decayed total weight, shape `batch` (0 with equal weights)."""
 
     @staticmethod
@@ -170,16 +172,18 @@ def _moments(x: Array, depth: int, mask: Array | None) -> tuple[Array, Array, Ar
 
 
 # -- observations --------------------------------------------------------------------------------
+# Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
+# tree maps), which a run-time checked `__init__` would refuse; docstrings give the types.
 @jax.tree_util.register_dataclass
 @dataclass
 class ObservationStatistics:
     """What `NormalizeObservation` keeps in `state.info["observation_statistics"]`."""
 
-    statistics: PyTree
+    statistics: Any
     """A `RunningMeanStd` per normalised observation leaf (None for leaves passed through),
     in the observation's tree structure."""
 
-    frozen: Array
+    frozen: Any
     """While True the statistics are used but not updated (bool, batch shape)."""
 
 
@@ -409,18 +413,20 @@ def _out_dtype(dtype: Any) -> Any:
 
 
 # -- rewards ----------------------------------------------------------------------------------------
+# Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
+# tree maps), which a run-time checked `__init__` would refuse; docstrings give the types.
 @jax.tree_util.register_dataclass
 @dataclass
 class RewardStatistics:
     """What `NormalizeReward` keeps in `state.info["reward_statistics"]`."""
 
-    discounted_return: Array
+    discounted_return: Any
     """Each env's discounted return so far (reset to 0 when its episode ends)."""
 
-    statistics: RunningMeanStd
+    statistics: Any
     """Running statistics of the discounted returns of all envs (shared, replicated)."""
 
-    frozen: Array
+    frozen: Any
     """While True the statistics are used but not updated (bool, batch shape)."""
 
 

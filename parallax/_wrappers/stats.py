@@ -36,6 +36,8 @@ EPISODE_STATISTICS = "episode_statistics"
 _EQUITY_KEYS = ("equity", "portfolio_value", "wealth")
 
 
+# Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
+# tree maps), which a run-time checked `__init__` would refuse; docstrings give the types.
 @jax.tree_util.register_dataclass
 @dataclass
 class EpisodeStatistics:
@@ -46,39 +48,39 @@ class EpisodeStatistics:
     every episode finished since `reset` or the last `RecordEpisodeStatistics.clear`.
     """
 
-    current_return: Array
+    current_return: Any
     """Sum of the rewards of the episode in progress (reward dtype)."""
 
-    current_length: Array
+    current_length: Any
     """Steps taken in the episode in progress (int32)."""
 
-    ended: Array
+    ended: Any
     """An episode ended on this step; the `episode_*` fields describe it (bool)."""
 
-    episode_return: Array
+    episode_return: Any
     """Return of the last finished episode (0 before the first)."""
 
-    episode_length: Array
+    episode_length: Any
     """Length of the last finished episode (int32)."""
 
-    final_equity: Array | None
+    final_equity: Any
     """Equity at the end of the last finished episode: the terminal info's `equity`
     (Trading-v0), `portfolio_value` (Portfolio-v0) or `wealth` (MarketMaking-v0), the first
     present; None for envs without any of them."""
 
-    num_episodes: Array
+    num_episodes: Any
     """Episodes finished since reset / the last `clear` (int32)."""
 
-    sum_return: Array
+    sum_return: Any
     """Sum of their returns."""
 
-    sum_length: Array
+    sum_length: Any
     """Sum of their lengths (int32)."""
 
-    sum_final_equity: Array | None
+    sum_final_equity: Any
     """Sum of their final equities; None for envs without equity."""
 
-    awaiting_reset: Array
+    awaiting_reset: Any
     """Without auto-reset: the episode has ended and the env was not reset yet, so its
     steps are not counted (bool)."""
 
