@@ -147,3 +147,21 @@ def test_rollout_validates_arguments():
         rollout(env, _cycle_policy, jax.random.key(0), 2.5)
     with pytest.raises(TypeError, match="policy"):
         rollout(env, None, jax.random.key(0), 3)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "parallax._rollout",
+        "parallax._sharding",
+        "parallax._wrappers.stats",
+        "parallax._wrappers.normalize",
+        "parallax._wrappers.transform",
+    ],
+)
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, result
