@@ -29,6 +29,7 @@ import parallax
 from parallax import rng
 from parallax.finance import OptimalExecutionEnv, OptimalExecutionParams
 from parallax.finance._execution import SLOTS, SOLD_OUT
+from parallax.testing import Tolerance, check_batch_independence, check_env
 
 CONFIGS = {
     "default": {},
@@ -266,6 +267,27 @@ def test_dtypes_and_info_keys_are_stable(x64: bool) -> None:
         assert bool(SMALL.observation_space.contains(state.observation))
 
 
+def test_battery_contract_with_default_parameters() -> None:
+    """`check_env`: spaces, dtypes, flags, stable structure, eager = jit = vmap = scan, one
+    compilation, determinism and key dependence, for the env with sekai's defaults."""
+    report = check_env(OptimalExecutionEnv(), num_steps=6, num_keys=2)
+    assert {"recompilation", "determinism"} <= set(report.passed)
+
+
+SOLO_VS_BATCH = Tolerance(rtol=1e-12)
+"""A lane alone and inside a batch: XLA:CPU contracts `inventory - fraction * inventory`
+(and other `a + b * c`) into a fused multiply-add in one program and not in the other, a
+1-ulp difference; lanes of one program never differ (see the test below)."""
+
+
+def test_battery_batch_independence_under_x64() -> None:
+    """`check_batch_independence`: every instance of `VmapWrapper(env, 3)` matches the same
+    instance run alone (non-default parameters, float64) to rounding."""
+    with jax.enable_x64(True):
+        report = check_batch_independence(SMALL, num_envs=3, num_steps=8, tolerance=SOLO_VS_BATCH)
+    assert report.stats["num_envs"] == 3
+
+
 def test_draws_come_from_the_slot_table() -> None:
     state = SMALL.step(SMALL.reset(key=jax.random.key(5)), jnp.array([0.1]))
     ek = rng.episode_key(jax.random.key(5))
@@ -309,7 +331,7 @@ def _rollout_with(
     return first, jax.lax.scan(body, first, actions)[1]
 
 
-def test_batch_lanes_are_independent_and_params_do_not_retrace(x64: bool) -> None:
+def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
     n = 4
     params = OptimalExecutionParams(
         initial_inventory=np.array([1e6, 1e3, 5e4, 1e6]), s0=np.array([50.0, 10.0, 20.0, 50.0]),

@@ -31,6 +31,7 @@ import parallax
 from parallax import rng
 from parallax.finance import MarketMakingEnv, MarketMakingParams, avellaneda_stoikov_policy
 from parallax.finance._market_making import SLOTS
+from parallax.testing import check_batch_independence, check_env
 
 CONFIGS = {
     "default": {},
@@ -323,6 +324,21 @@ def test_dtypes_and_info_keys_are_stable(x64: bool) -> None:
     )
 
 
+def test_battery_contract_with_default_parameters() -> None:
+    """`check_env`: spaces, dtypes, flags, stable structure, eager = jit = vmap = scan, one
+    compilation, determinism and key dependence, for the env with sekai's defaults."""
+    report = check_env(MarketMakingEnv(), num_steps=6, num_keys=2)
+    assert {"recompilation", "determinism"} <= set(report.passed)
+
+
+def test_battery_batch_independence_under_x64() -> None:
+    """`check_batch_independence`: every instance of `VmapWrapper(env, 3)` is bit-identical
+    to the same instance run alone (non-default parameters, float64)."""
+    with jax.enable_x64(True):
+        report = check_batch_independence(SMALL, num_envs=3, num_steps=8)
+    assert report.stats["num_envs"] == 3
+
+
 def test_draws_come_from_the_slot_table() -> None:
     _, (u, z), _ = _jit_rollout(SMALL, jax.random.key(5), jnp.ones((7, 2)))
     ek = rng.episode_key(jax.random.key(5))
@@ -424,7 +440,7 @@ def assert_lanes_independent(
     return lanes
 
 
-def test_batch_lanes_are_independent_and_params_do_not_retrace(x64: bool) -> None:
+def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
     n = 4
     params = MarketMakingParams(
         s0=np.array([100.0, -5.0, 30.0, 100.0]), sigma=np.array([0.0, 1.0, 4.0, 2.0]),

@@ -4,7 +4,8 @@
   spaces, dynamics, rewards and info keys.
 - `OptimalExecutionParams`: its numeric parameters, a pytree that `reset`/`step` accept per
   call (vmap it for domain randomisation without a retrace).
-- `OptimalExecutionState`: the raw state (`inventory`, `mid`, `shortfall`, the episode key).
+- `OptimalExecutionState`: the raw state (`inventory`, the mid's `move` since arrival,
+  `shortfall`, the episode key, the next step's draw).
 - `SLOTS`: the env's `parallax.rng` slot table.
 """
 
@@ -92,7 +93,9 @@ class OptimalExecutionState:
 
     Attributes:
         inventory: shares left, default float dtype, scalar.
-        mid: mid price, default float dtype, scalar.
+        move: the mid's move since arrival, `mid - s0`, default float dtype, scalar. Prices
+            are kept relative to `s0` so that float32 does not cancel ~50 - ~50 in the
+            execution price, the reward and the observation.
         shortfall: cumulative implementation shortfall in dollars, default float dtype.
         episode_key: uint32 `(2,)`, the `parallax.rng` episode key of every draw.
         mid_normal: scalar default float dtype, the mid's normal of the next step (slot `MID`
@@ -100,7 +103,7 @@ class OptimalExecutionState:
     """
 
     inventory: Array
-    mid: Array
+    move: Array
     shortfall: Array
     episode_key: Array
     mid_normal: Array
@@ -228,7 +231,7 @@ class OptimalExecutionEnv:
         ek = rng.episode_key(key)
         env_state = OptimalExecutionState(
             inventory=p.initial_inventory,
-            mid=p.s0,
+            move=zero,
             shortfall=zero,
             episode_key=ek,
             mid_normal=_draw(ek, jnp.int32(0)),
@@ -257,29 +260,29 @@ class OptimalExecutionEnv:
         es: OptimalExecutionState = state.env_state
         k = state.step_count
         tau = divide(p.total_time, self.n_steps)
-        inventory, mid = es.inventory, es.mid
+        inventory, move = es.inventory, es.move
         shares = jnp.where(k == self.n_steps - 1, inventory, fraction * inventory)
-        execution_price = jnp.where(
-            shares > 0, mid - p.fixed_cost - p.temporary_impact * shares / tau, mid
+        # The execution price relative to s0 (sekai: `mid - epsilon - eta shares / tau`).
+        slippage = jnp.where(
+            shares > 0, move - p.fixed_cost - p.temporary_impact * shares / tau, move
         )
         inventory = inventory - shares
         inventory = jnp.where(inventory < SOLD_OUT * p.initial_inventory, 0.0, inventory)
-        shortfall = es.shortfall + shares * (p.s0 - execution_price)
-        mid = mid + p.sigma * jnp.sqrt(tau) * z
-        mid = mid - p.permanent_impact * shares
+        shortfall = es.shortfall - shares * slippage
+        move = move + p.sigma * jnp.sqrt(tau) * z
+        move = move - p.permanent_impact * shares
         risk = p.risk_aversion * p.sigma**2 * tau * inventory**2
-        gain = shares * (execution_price - p.s0)
-        reward = 1e4 * (gain - risk) / (p.initial_inventory * p.s0)
+        reward = 1e4 * (shares * slippage - risk) / (p.initial_inventory * p.s0)
         terminated = (inventory == 0.0) | (k + 1 >= self.n_steps)
         env_state = OptimalExecutionState(
             inventory=inventory,
-            mid=mid,
+            move=move,
             shortfall=shortfall,
             episode_key=es.episode_key,
             mid_normal=_draw(es.episode_key, k + 1),
         )
         return self._state(
-            env_state, k + 1, p, shares, execution_price, reward, terminated, state.key
+            env_state, k + 1, p, shares, p.s0 + slippage, reward, terminated, state.key
         )
 
     # -- helpers ---------------------------------------------------------------------------
@@ -341,7 +344,7 @@ class OptimalExecutionEnv:
         fdt = p.s0.dtype
         tau = divide(p.total_time, self.n_steps)
         scale = p.sigma * jnp.sqrt(p.total_time)
-        moved = jnp.where(scale > 0, (env_state.mid - p.s0) / jnp.where(scale > 0, scale, 1.0), 0.0)
+        moved = jnp.where(scale > 0, env_state.move / jnp.where(scale > 0, scale, 1.0), 0.0)
         remaining = jnp.maximum(self.n_steps - k, 0).astype(fdt)
         observation = jnp.stack(
             [env_state.inventory / p.initial_inventory, divide(remaining, self.n_steps), moved]
@@ -351,7 +354,7 @@ class OptimalExecutionEnv:
             "shares_sold": shares,
             "execution_price": execution_price,
             "inventory": env_state.inventory,
-            "mid_price": env_state.mid,
+            "mid_price": p.s0 + env_state.move,
             "implementation_shortfall": env_state.shortfall,
             "shortfall_bps": 1e4 * env_state.shortfall / notional,
             "timestamp": k.astype(fdt) * tau,
