@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_ENVS = ("OptimalExecution-v0", "MarketMaking-v0", "gymnax/CartPole-v1", "GridWorld-v0")
+DEFAULT_ENVS = ("OptimalExecution-v0", "MarketMaking-v0", "gymnax/CartPole-v1")
 
 
 def _load_ppo() -> Any:
