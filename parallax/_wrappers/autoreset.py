@@ -111,16 +111,19 @@ class AutoResetWrapper(Wrapper[StateT]):
         info = {**state.info, FINAL_OBSERVATION: final_observation, FINAL_INFO: final_info}
         return replace(state, info=info)
 
-    def _reset_keys(self, state: StateT) -> KeyArray:
-        if self._vector:
-            return jax.vmap(_next_episode_key)(state.key)
-        return _next_episode_key(state.key)
+    def _reset_next_episode(self, key_source: StateT, state: StateT, done: Array) -> StateT:
+        """`state` with the envs where `done` reset; their keys come from `key_source.key`."""
+        from .vmap import VmapWrapper
 
-    def _reset_where(self, keys: KeyArray, state: StateT, done: Array) -> StateT:
+        env: Any = self.env
+        if isinstance(env, VmapWrapper):  # derive keys only for the envs that reset
+            return env._reset_where(key_source.key, state, done, key_fn=_next_episode_key)
         if self._vector:
-            env: Any = self.env
+            keys = jax.vmap(_next_episode_key)(key_source.key)
             return env.reset(key=keys, state=state, done=done)
-        return jax.lax.cond(done, lambda: self.env.reset(key=keys), lambda: state)
+        return jax.lax.cond(
+            done, lambda: env.reset(key=_next_episode_key(key_source.key)), lambda: state
+        )
 
     # -- protocol ------------------------------------------------------------------------
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
@@ -142,11 +145,11 @@ class AutoResetWrapper(Wrapper[StateT]):
         stepped = self.env.step(inner, action)
         _check_info(stepped.info, "step")
         if self.mode == "same-step":
-            fresh = self._reset_where(self._reset_keys(stepped), stepped, stepped.done)
+            fresh = self._reset_next_episode(stepped, stepped, stepped.done)
             out = _keep_outcome(fresh, stepped)
             return self._decorate(out, _observation(stepped), dict(stepped.info))
         # next-step: the state passed in ended an episode -> this step is the reset.
-        fresh = self._reset_where(self._reset_keys(inner), stepped, inner.done)
+        fresh = self._reset_next_episode(inner, stepped, inner.done)
         return self._decorate(fresh, _observation(fresh), dict(fresh.info))
 
     def _repr_args(self) -> str:

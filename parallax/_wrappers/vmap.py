@@ -5,6 +5,7 @@ Also holds the key helpers shared by the wrappers: `is_key_batch`, `split_keys`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -145,10 +146,24 @@ class VmapWrapper(Wrapper[StateT]):
             )
         return self._reset_where(keys, state, done)
 
-    def _reset_where(self, keys: KeyArray, state: StateT, done: Array) -> StateT:
+    def _reset_where(
+        self,
+        keys: KeyArray,
+        state: StateT,
+        done: Array,
+        key_fn: Callable[[KeyArray], KeyArray] | None = None,
+    ) -> StateT:
+        """Reset the envs where `done` with `key_fn(keys[i])` (or `keys[i]`), cheaply.
+
+        `key_fn` is applied inside the reset branches, to the gathered keys only, so that a
+        step where no env is done derives no key at all.
+        """
+
+        def reset(k: KeyArray) -> StateT:
+            return self.env.reset(key=k if key_fn is None else key_fn(k))
+
         def reset_all() -> StateT:
-            fresh = jax.vmap(lambda k: self.env.reset(key=k))(keys)
-            return _where_done(done, fresh, state)
+            return _where_done(done, jax.vmap(reset)(keys), state)
 
         def keep() -> StateT:
             return state
@@ -159,9 +174,7 @@ class VmapWrapper(Wrapper[StateT]):
 
         def reset_some() -> StateT:
             (idx,) = jnp.nonzero(done, size=budget, fill_value=self.num_envs)
-            fresh = jax.vmap(lambda k: self.env.reset(key=k))(
-                keys[jnp.minimum(idx, self.num_envs - 1)]
-            )
+            fresh = jax.vmap(reset)(keys[jnp.minimum(idx, self.num_envs - 1)])
             return jax.tree.map(lambda s, f: s.at[idx].set(f, mode="drop"), state, fresh)
 
         count = jnp.sum(done, dtype=jnp.int32)
