@@ -237,6 +237,78 @@ def roofline(
     }
 
 
+def autoreset_probes(
+    env_id: str, num_envs: int, kwargs: dict[str, Any], steps: int = 200, repeats: int = 9
+) -> dict[str, Any]:
+    """Where the auto-reset time goes: variants of the batched step, timed interleaved.
+
+    - `as is`: `VmapWrapper(AutoResetWrapper(env), N)` (partial resets, `K = N // 16`);
+    - `K=None`: the same with `max_resets_per_step=None` (reset all or none);
+    - `no per-step key fold_in`: as is, with the wrapper's derivation of the next episode's
+      key (`_next_episode_key`, a `fold_in` computed for all N envs on every step) replaced
+      by the identity. A cost probe only: the key schedule is then invalid;
+    - `bare`: `jax.vmap(env.step)`, no reset at all (episodes run past their end).
+
+    Returns env steps/s (median) of each and its speed relative to `as is` (median of
+    per-repeat ratios).
+    """
+    import statistics
+
+    import parallax
+    from parallax import AutoResetWrapper, VmapWrapper, rng
+    from parallax._bench import random_actions
+    from parallax._wrappers import autoreset
+
+    env = parallax.make(env_id, **kwargs)
+    ek = rng.episode_key(jax.random.key(1))
+
+    def compile_roll(step: Any, reset: Any, sample: Any) -> list[Any]:
+        state = jax.jit(reset)(jax.random.key(0))
+
+        def roll(state: Any, start: jax.Array) -> Any:
+            ts = start + jnp.arange(steps, dtype=jnp.uint32)
+            return jax.lax.scan(lambda s, t: (step(s, sample(ek, t)), None), state, ts)[0]
+
+        return [jax.jit(roll, donate_argnums=0).lower(state, jnp.uint32(0)).compile(), state]
+
+    def stack(k: Any) -> tuple[Any, Any, Any]:
+        vec = VmapWrapper(AutoResetWrapper(env), num_envs, max_resets_per_step=k)
+        return vec.step, lambda key: vec.reset(key=key), random_actions(vec.action_space, num_envs)
+
+    variants = {"as is (K=N/16)": compile_roll(*stack("auto"))}
+    variants["K=None"] = compile_roll(*stack(None))
+    original = autoreset._next_episode_key
+    autoreset._next_episode_key = lambda key: key  # type: ignore[assignment]
+    try:
+        variants["no per-step key fold_in (probe)"] = compile_roll(*stack("auto"))
+    finally:
+        autoreset._next_episode_key = original
+    variants["bare vmap(step), no reset"] = compile_roll(
+        jax.vmap(env.step),
+        lambda key: jax.vmap(lambda k: env.reset(key=k))(jax.random.split(key, num_envs)),
+        random_actions(env.action_space, num_envs),
+    )
+    names = list(variants)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for k in names:
+        variants[k][1] = jax.block_until_ready(variants[k][0](variants[k][1], jnp.uint32(0)))
+    for r in range(repeats):
+        for k in names if r % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            start = jnp.uint32(steps * (r + 1))
+            variants[k][1] = jax.block_until_ready(variants[k][0](variants[k][1], start))
+            times[k].append(time.perf_counter() - t0)
+    base = times[names[0]]
+    return {
+        k: {
+            "steps_per_s": num_envs * steps / statistics.median(times[k]),
+            "speed_vs_as_is": statistics.median(b / t for b, t in zip(base, times[k])),
+            "fusions": variants[k][0].as_text().count(" fusion("),
+        }
+        for k in names
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", nargs="+", default=list(IDS))
@@ -244,10 +316,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="smaller peak measurements")
+    parser.add_argument(
+        "--probes-only",
+        action="store_true",
+        help="only the auto-reset cost probes (see autoreset_probes), at --num-envs",
+    )
     parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "roofline.json"))
     args = parser.parse_args(argv)
 
     from parallax._bench import benchmark
+
+    if args.probes_only:
+        probes = {}
+        for env_id in args.ids:
+            probes[env_id] = autoreset_probes(env_id, args.num_envs, ENV_KWARGS.get(env_id, {}))
+            for name, p in probes[env_id].items():
+                print(
+                    f"{env_id:<20} N={args.num_envs} {name:<34} {p['steps_per_s']:>13,.0f}/s "
+                    f" x{p['speed_vs_as_is']:.2f} vs as is  ({p['fusions']} fusions)",
+                    flush=True,
+                )
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"num_envs": args.num_envs, "probes": probes}))
+        return 0
 
     peaks = machine_peaks(size=1 << (22 if args.quick else 25), quick=args.quick)
     print(

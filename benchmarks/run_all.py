@@ -72,6 +72,8 @@ JOBS: dict[str, list[str]] = {
         "16384",
         "--steps",
         "200",
+        "--repeats",
+        "11",
         "--max-episode-steps",
         "500",
         "--compare",
@@ -79,6 +81,31 @@ JOBS: dict[str, list[str]] = {
         "--json",
         "--no-progress",
     ],
+    # the targets, measured with more interleaved repeats: >= 30x sekai native at N = 1024
+    **{
+        f"target_{env_id}": [
+            *BENCH,
+            env_id,
+            "--num-envs",
+            "1024",
+            "--steps",
+            "200",
+            "--repeats",
+            "11",
+            "--compare",
+            "sekai",
+            "--env-kwarg",
+            kwarg,
+            "--json",
+            "--no-progress",
+        ]
+        for env_id, kwarg in (
+            ("Trading-v0", "episode_length=50"),
+            ("Portfolio-v0", "episode_length=50"),
+            ("MarketMaking-v0", "n_steps=50"),
+            ("OptimalExecution-v0", "n_steps=25"),
+        )
+    },
     "parallax_rl": [
         *BENCH,
         "gymnax/CartPole-v1",
@@ -110,6 +137,32 @@ JOBS: dict[str, list[str]] = {
     "ppo_learning": [PY, "benchmarks/ppo_learning.py", "--seeds", "1"],
     "roofline": [PY, "benchmarks/roofline.py", "--num-envs", "4096", "--json", "{out}"],
     "scaling": [PY, "benchmarks/scaling.py", "--json", "{out}"],
+    "autoreset_probes": [
+        PY,
+        "benchmarks/roofline.py",
+        "--probes-only",
+        "--num-envs",
+        "1024",
+        "--ids",
+        "Trading-v0",
+        "Portfolio-v0",
+        "MarketMaking-v0",
+        "OptimalExecution-v0",
+        "gymnax/CartPole-v1",
+        "--json",
+        "{out}",
+    ],
+    "autoreset_probes_cartpole_16384": [
+        PY,
+        "benchmarks/roofline.py",
+        "--probes-only",
+        "--num-envs",
+        "16384",
+        "--ids",
+        "gymnax/CartPole-v1",
+        "--json",
+        "{out}",
+    ],
 }
 
 
@@ -286,6 +339,123 @@ def plot(results: dict[str, Any], assets: Path = ASSETS) -> list[Path]:
     return written
 
 
+# -- markdown tables (for docs/performance.md) ----------------------------------------------
+def _rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def _result(results: dict[str, Any], name: str) -> Any:
+    return results.get("jobs", {}).get(name, {}).get("result")
+
+
+def tables(results: dict[str, Any]) -> str:
+    """Markdown tables of the collected results (ratios first), for the Performance page."""
+    out: list[str] = []
+    fin = _result(results, "finance_vs_sekai")
+    if fin:
+        out += [
+            "| env | N | parallax steps/s | sekai native | **x native** | sekai sync | **x sync** |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in fin["rows"]:
+            native, sync = r.get("sekai_native", {}), r.get("sekai_sync", {})
+            out.append(
+                f"| {r['id']} | {r['num_envs']} | {_rate(r['parallax']['steps_per_s'])} "
+                f"| {_rate(native.get('steps_per_s'))} | **{r.get('ratio_vs_native', 0):.1f}x** "
+                f"| {_rate(sync.get('steps_per_s'))} | "
+                + (f"**{r['ratio_vs_sync']:.0f}x** |" if "ratio_vs_sync" in r else "- |")
+            )
+        out.append("")
+    rows = _scaling_rows(results)
+    if rows:
+        ns = sorted({r["num_envs"] for r in rows})
+        out += ["| env | " + " | ".join(f"N={n}" for n in ns) + " |"]
+        out += ["|---|" + "---:|" * len(ns)]
+        for env in sorted({r["env"] for r in rows}):
+            by_n = {r["num_envs"]: r for r in rows if r["env"] == env}
+            cells = [
+                f"{by_n[n]['ratio']:.1f}x ({_rate(by_n[n]['steps_per_second'])})"
+                if n in by_n and "ratio" in by_n[n]
+                else "-"
+                for n in ns
+            ]
+            out.append(f"| {env} | " + " | ".join(cells) + " |")
+        out.append("")
+    for job, title in (("gymnax_vs_raw", "raw gymnax vmap"), ("parallax_rl", "parallax-rl 0.4.0")):
+        res = _result(results, job)
+        if res:
+            res = res if isinstance(res, list) else [res]
+            out += [
+                f"| N | our stack steps/s | {title} steps/s | **ratio** | runs (ours / theirs) |",
+                "|---:|---:|---:|---:|---|",
+            ]
+            for r in res:
+                spread = (
+                    f"{_rate(r['steps_per_second_min'])}..{_rate(r['steps_per_second_max'])} / "
+                    f"{_rate(r.get('competitor_steps_per_second_min'))}.."
+                    f"{_rate(r.get('competitor_steps_per_second_max'))}"
+                )
+                ratio = f"**{r['ratio']:.2f}x**" if "ratio" in r else "error"
+                out.append(
+                    f"| {r['num_envs']} | {_rate(r['steps_per_second'])} "
+                    f"| {_rate(r.get('competitor_steps_per_second'))} | {ratio} | {spread} |"
+                )
+            out.append("")
+    reset = _result(results, "reset_cost")
+    if reset:
+        out += [
+            f"Reset/step cost ratio of the env: {reset['reset_over_step_cost']:.0f}x "
+            f"(N={reset['num_envs']}, {reset['steps']} steps)",
+            "",
+            "| variant | steps/s | **vs naive** | compile s |",
+            "|---|---:|---:|---:|",
+        ]
+        runs = reset["runs"]
+        for label, (sps, comp) in runs.items():
+            ref_label = "naive, all end together" if "together" in label else "naive"
+            out.append(
+                f"| {label} | {_rate(sps)} | **{sps / runs[ref_label][0]:.1f}x** | {comp:.1f} |"
+            )
+        out.append("")
+    rng_speed = _result(results, "rng_speed")
+    if rng_speed:
+        out += ["| method | normals/s |", "|---|---:|"]
+        for name, rate in rng_speed["normals_per_second"].items():
+            out.append(f"| {name} | {_rate(rate)} |")
+        out += [
+            f"| **ratio parallax.rng / jax.random** | **{rng_speed['ratio']:.2f}x** |",
+            "",
+        ]
+    roof = _result(results, "roofline")
+    if roof:
+        pk = roof["peaks"]
+        out += [
+            f"Machine: bandwidth {pk['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, elementwise FMA "
+            f"{pk['fma_flops_per_s'] / 1e9:.1f} Gop/s, exp {pk['exp_per_s'] / 1e9:.2f} G/s, "
+            f"matmul {pk['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.",
+            "",
+            "| env (N) | steps/s | ops / step | transc. / step | bytes / step | state B/env "
+            "| fixed us/step | bound | roofline steps/s | **fraction** |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        ]
+        for r in roof["rows"]:
+            w = r["work_per_env_step"]
+            out.append(
+                f"| {r['env']} ({r['num_envs']}) | {_rate(r['measured_steps_per_s'])} "
+                f"| {w['flops']:.0f} | {w['transcendentals']:.1f} | {w['bytes_accessed']:.0f} "
+                f"| {r['state_bytes_per_env']:.0f} | {1e6 * r['fixed_step_seconds']:.0f} "
+                f"| {r['bound']} | {_rate(r['roofline_steps_per_s'])} "
+                f"| **{100 * r['fraction_of_roofline']:.1f}%** |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -301,11 +471,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", nargs="+", choices=sorted(JOBS), default=[], help="skip these")
     parser.add_argument("--merge", action="store_true", help="keep other jobs' old results")
     parser.add_argument("--plots-only", action="store_true", help="redraw from the JSON")
+    parser.add_argument(
+        "--tables", action="store_true", help="print markdown tables from the JSON and stop"
+    )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per job")
     parser.add_argument("--out", default=str(RESULTS), help="where the collected JSON goes")
     args = parser.parse_args(argv)
     out = Path(args.out)
-    old = json.loads(out.read_text()) if out.exists() and (args.merge or args.plots_only) else {}
+    keep = args.merge or args.plots_only or args.tables
+    old = json.loads(out.read_text()) if out.exists() and keep else {}
+    if args.tables:
+        print(tables(old))
+        return 0
     if args.plots_only:
         for path in plot(old, out.parent):
             print(f"wrote {path}")

@@ -82,17 +82,20 @@ def random_actions(space: Any, num_envs: int) -> ActionSampler:
     """
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
         raise ValueError(f"random_actions: num_envs must be a positive int, got {num_envs!r}")
-    if isinstance(space, _spaces.PyTreeSpace):
-        leaves, treedef = jax.tree.flatten(
-            space.spaces, is_leaf=lambda s: isinstance(s, _spaces.Space)
-        )
-        samplers = [_leaf_sampler(s, num_envs, slot) for slot, s in enumerate(leaves)]
+    return _tree_sampler(space, num_envs, iter(range(1 << 20)))
 
-        def sample_tree(episode_key: jax.Array, t: jax.Array) -> Any:
-            return jax.tree.unflatten(treedef, [f(episode_key, t) for f in samplers])
 
-        return sample_tree
-    return _leaf_sampler(space, num_envs, 0)
+def _tree_sampler(space: Any, num_envs: int, slots: Iterator[int]) -> ActionSampler:
+    """A sampler for `space`; nested `PyTreeSpace`s recurse, each leaf takes the next slot."""
+    if not isinstance(space, _spaces.PyTreeSpace):
+        return _leaf_sampler(space, num_envs, next(slots))
+    leaves, treedef = jax.tree.flatten(space.spaces, is_leaf=lambda s: isinstance(s, _spaces.Space))
+    samplers = [_tree_sampler(s, num_envs, slots) for s in leaves]
+
+    def sample_tree(episode_key: jax.Array, t: jax.Array) -> Any:
+        return jax.tree.unflatten(treedef, [f(episode_key, t) for f in samplers])
+
+    return sample_tree
 
 
 def _leaf_sampler(space: Any, num_envs: int, slot: int) -> ActionSampler:
