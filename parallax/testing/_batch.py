@@ -38,7 +38,7 @@ def check_batch_independence(
 
     - A single env: it is batched with `VmapWrapper(env, num_envs)` (default 8) and run
       under `jax.jit(lax.scan)`; each instance i is also run alone, the unbatched env
-      with a jitted step in a Python loop, with the same two keys. Trajectory i of the
+      with `jax.jit(env.step)` in a Python loop, with the same two keys. Trajectory i of the
       batch must equal the solo run i. This covers the batch-level machinery of the wrapper stack
       (selective reset, batch-level auto-reset, `max_resets_per_step`).
     - A vector env (anything with `num_envs`, e.g. a natively batched env): a run alone is
@@ -70,8 +70,8 @@ def check_batch_independence(
         >>> from parallax.envs import GridWorld
         >>> from parallax.testing import check_batch_independence
         >>> env = AutoResetWrapper(TimeLimit(GridWorld(), 4))
-        >>> check_batch_independence(env, num_envs=4, num_steps=6).stats["num_envs"]
-        4
+        >>> check_batch_independence(env, num_envs=3, num_steps=6).stats["num_envs"]
+        3
     """
     num_steps, policy, autoreset = validate_common(_OWNER, num_steps, policy, autoreset)
     if not isinstance(tolerance, Tolerance):
@@ -81,7 +81,8 @@ def check_batch_independence(
     k_probe, k_env, k_policy = jax.random.split(key, 3)
     probe = jax.eval_shape(lambda: env.reset(key=k_probe))
     kind = inspect_env(env, probe, autoreset, _OWNER)
-    chosen = make_policy(env, policy)
+    impl = jax.random.key_impl(key)
+    chosen = make_policy(env, policy, impl)
     report = CheckReport(_OWNER)
 
     if kind.vector:
@@ -92,7 +93,7 @@ def check_batch_independence(
                 f"{kind.num_envs}, got {num_envs!r}"
             )
         n = kind.num_envs
-        driver = Driver(env, kind, chosen, _OWNER)
+        driver = Driver(env, kind, chosen, _OWNER, impl)
         env_keys = jax.random.split(k_env, n)
         policy_keys = jax.random.split(k_policy, n)
         run = jax.jit(driver.scan)
@@ -120,13 +121,13 @@ def check_batch_independence(
         batched = VmapWrapper(env, n)
         batch_probe = jax.eval_shape(lambda: batched.reset(key=k_probe))
         batch_kind = inspect_env(batched, batch_probe, autoreset, _OWNER)
-        solo = Driver(env, kind, chosen, _OWNER)
-        group = Driver(batched, batch_kind, chosen, _OWNER)
+        solo = Driver(env, kind, chosen, _OWNER, impl)
+        group = Driver(batched, batch_kind, chosen, _OWNER, impl)
         env_keys = jax.random.split(k_env, n)
         policy_keys = jax.random.split(k_policy, n)
         together = jax.jit(group.scan)(group.schedule(env_keys, policy_keys, num_steps)).host()
         solo_sched = solo.schedule(env_keys, policy_keys, num_steps)  # leading axis: instance
-        step = _solo_step if _solo_step is not None else jax.jit(solo.transition)
+        step = _solo_step if _solo_step is not None else jax.jit(env.step)
         for i in range(n):
             alone = solo.eager(jax.tree.map(lambda x, i=i: x[i], solo_sched), step_fn=step)
             compare_rollouts(

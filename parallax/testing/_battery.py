@@ -105,7 +105,7 @@ class Battery:
         batch_size: batch size of `batch_independence` for single envs (int >= 2).
         options: keyword options: `key`, `policy`, `autoreset`, `num_keys`, `disable_jit`,
             `deterministic`, `tolerance` (of the eager-versus-transform comparisons) as in
-            `check_env`; `marl_num_steps` (default `max(num_steps, 32)`),
+            `check_env`; `marl_num_steps` (default `num_steps`),
             `require_inactive`, `check_active_used` for `check_marl_env`.
         reference_options: keyword options of `check_matches_reference` (e.g.
             `tolerance`, `num_episodes`, `record`, `actions`).
@@ -199,7 +199,7 @@ class Battery:
                 )
             return check_marl_env(
                 self.env(),
-                num_steps=int(opts.get("marl_num_steps", max(self.num_steps, 32))),
+                num_steps=int(opts.get("marl_num_steps", self.num_steps)),
                 **{
                     k: opts[k]
                     for k in ("key", "policy", "autoreset", "require_inactive", "check_active_used")

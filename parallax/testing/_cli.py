@@ -39,10 +39,13 @@ def _load_factory(spec: str) -> Callable[[], Any]:
 
 
 def _env_factory(spec: str) -> Callable[[], Any]:
-    from .._registry import make, registered_ids
+    from .._registry import _NAMESPACES, _REGISTRY, _unknown, make
 
-    if spec in registered_ids(include_namespaces=False) or (":" not in spec):
+    namespace, slash, _ = spec.partition("/")
+    if spec in _REGISTRY or (slash and namespace in _NAMESPACES):
         return lambda: make(spec)
+    if ":" not in spec:
+        raise ValueError(_unknown(spec) + ", and not a module:factory path")
     return _load_factory(spec)
 
 
@@ -79,7 +82,10 @@ def _parser() -> argparse.ArgumentParser:
         "--deterministic", action="store_true", help="the env uses no randomness (e.g. Race-v0)"
     )
     p.add_argument(
-        "--marl-steps", type=int, default=None, help="steps of the multi-agent rules (default 32)"
+        "--marl-steps",
+        type=int,
+        default=None,
+        help="steps of the multi-agent rules (default: --steps)",
     )
     p.add_argument(
         "--no-disable-jit",

@@ -532,36 +532,24 @@ def _check_recompilation(
     disable_jit: bool,
     report: CheckReport,
 ) -> None:
-    def xs(t: int) -> tuple[Any, Any]:
-        return sched.restart[t], jax.tree.map(lambda x: x[t], sched.prepared)
-
-    inputs_xs = [xs(t) for t in range(min(4, int(jnp.shape(sched.restart)[0])))]
+    """`step_j = jax.jit(env.step)` is traced once over five calls; nothing compiles later."""
+    calls = min(5, int(np.shape(sched.restart)[0]))
     with jax.disable_jit(disable_jit):
-        s0 = driver.first_reset(sched.first)  # keeps reset's exact types, weak ones included
+        state = driver.first_reset(sched.first)  # keeps reset's exact types, weak ones included
     traced_before = traces["step"]
-    _, _, s1 = step_j(*inputs_xs[0], s0)
-    jax.block_until_ready(s1)
-    inputs = [s0, s1]
-    with _CompileCounter() as compiles:
-        state = s1
-        for x in inputs_xs[1:]:
-            try:
-                _, _, state = step_j(*x, state)
-            except TypeError as error:  # lax.cond(reset, state) cannot join their types
-                field, before, after = _aval_change(inputs[0], state) or (None, None, None)
-                raise CheckError(
-                    f"{_OWNER}/structure",
-                    "the reset state and the step state differ in dtype, so the jitted step "
-                    f"cannot be traced for the second step ({str(error).splitlines()[0]})",
-                    step=len(inputs) - 1,
-                    field=field,
-                    expected=f"{before} (as after reset)" if before else None,
-                    got=after,
-                    hint="a Python float in reset (`reward=0.0`) is float64 under x64; "
-                    "return jnp.float32(0.0)",
-                ) from error
-            inputs.append(state)
-        jax.block_until_ready(state)
+    inputs = [state]
+    compiles = _CompileCounter()
+    for t in range(calls):
+        prepared = jax.tree.map(lambda x, t=t: x[t], sched.prepared)
+        with jax.disable_jit(disable_jit):  # the inputs, outside the counted region
+            pre = driver.restart(sched.restart[t], state, eager=True)
+            action = driver.act(prepared, pre)
+        if t == 0:
+            state = jax.block_until_ready(step_j(pre, action))
+        else:
+            with compiles:
+                state = jax.block_until_ready(step_j(pre, action))
+        inputs.append(state)
     # the first call may reuse a trace made earlier (same input types): count it as one
     traces_now = max(traces["step"] - traced_before, 0) + int(traced_before > 0)
     if traces_now > 1:
@@ -581,8 +569,8 @@ def _check_recompilation(
         )
         raise CheckError(
             f"{_OWNER}/recompilation",
-            f"the jitted step was traced {traces_now} times for {len(inputs) - 1} calls with "
-            "inputs of unchanged shapes; it must be traced once",
+            f"jax.jit(env.step) was traced {traces_now} times for {len(inputs) - 1} calls "
+            "with inputs of unchanged shapes; it must be traced once",
             step=2,
             field=field,
             expected=f"{before} (the type at the previous step)" if before else None,
@@ -593,7 +581,7 @@ def _check_recompilation(
         raise CheckError(
             f"{_OWNER}/recompilation",
             f"XLA compiled {compiles.count} program(s) while later steps ran through the "
-            "already-compiled jitted step",
+            "already-compiled jax.jit(env.step)",
             step=2,
             expected="0 compilations",
             got=f"{compiles.count} compilations",
@@ -639,7 +627,8 @@ class EnvSession:
         k_probe, k_env, k_policy, self.k_other = jax.random.split(key, 4)
         probe = jax.eval_shape(lambda: env.reset(key=k_probe))
         self.kind = inspect_env(env, probe, autoreset, _OWNER)
-        self.driver = Driver(env, self.kind, make_policy(env, policy), _OWNER)
+        impl = jax.random.key_impl(key)
+        self.driver = Driver(env, self.kind, make_policy(env, policy, impl), _OWNER, impl)
         policy_keys = self.driver.instance_keys(k_policy)
         env_key_list = [self.driver.instance_keys(k_env)] + [
             self.driver.instance_keys(jax.random.fold_in(self.k_other, i))
@@ -676,12 +665,12 @@ class EnvSession:
         )
 
     def step_j(self) -> Any:
-        """The jitted transition, counting its traces in `self.traces["step"]`."""
+        """`jax.jit(env.step)`, counting its traces in `self.traces["step"]`."""
 
         def make() -> Any:
-            def counted_step(restart: Any, prepared: Any, state: Any) -> Any:
+            def counted_step(state: Any, action: Any) -> Any:
                 self.traces["step"] += 1
-                return self.driver.transition(restart, prepared, state)
+                return self.env.step(state, action)
 
             return jax.jit(counted_step)
 
@@ -737,6 +726,7 @@ class EnvSession:
                     num_steps=self.num_steps,
                     policy=self.user_policy,
                     autoreset=self.user_autoreset,
+                    _step_fn=self.step_j(),
                 )
             )
         else:
@@ -745,14 +735,14 @@ class EnvSession:
     def _run_transforms(self, tolerance: Tolerance, report: CheckReport) -> None:
         kind, driver = self.kind, self.driver
         eager, vroll = self.eager(), self.vroll()
-        jitted = driver.eager(self.sched, step_fn=self.step_j())
+        jitted = driver.eager(self.sched, step_fn=self.step_j(), disable_jit=self.disable_jit)
         compare_rollouts(
             f"{_OWNER}/jit",
             jitted,
             eager,
             tolerance,
             kind,
-            "the rollout with a jitted step differs from the eager rollout",
+            "the rollout with jax.jit(env.step) differs from the eager rollout",
             hint="Python-side state, or Python control flow on values, behaves differently "
             "when traced; keep reset/step pure",
         )
@@ -859,9 +849,10 @@ def check_env(
         >>> from parallax import TimeLimit
         >>> from parallax.envs import GridWorld
         >>> from parallax.testing import check_env
-        >>> report = check_env(TimeLimit(GridWorld(), 5), num_steps=6)
-        >>> "recompilation" in report.passed
-        True
+        >>> env = TimeLimit(GridWorld(), 5)
+        >>> report = check_env(env, num_steps=6, checks=["contract", "recompilation"])
+        >>> report.passed[-3:], report.stats["episodes_ended"]
+        (['flags', 'step_count', 'recompilation'], 1)
     """
     if not isinstance(deterministic, bool):
         raise TypeError(f"{_OWNER}: deterministic must be a bool, got {deterministic!r}")
@@ -905,7 +896,7 @@ def _index_schedule(sched: Schedule, index: int) -> Schedule:
 def _check_reset_purity(driver: Driver, sched: Schedule, other: Schedule, kind: EnvKind) -> None:
     first = flatten(driver.first_reset(sched.first))
     state = driver.first_reset(other.first)
-    for t in range(min(2, int(jnp.shape(other.restart)[0]))):
+    for t in range(min(2, int(np.shape(other.restart)[0]))):
         prepared = jax.tree.map(lambda x, t=t: x[t], other.prepared)
         _, _, state = driver.transition(other.restart[t], prepared, state, eager=True)
     second = flatten(driver.first_reset(sched.first))

@@ -277,8 +277,8 @@ def check_matches_reference(
 ) -> CheckReport:
     """Step a JAX env and a reference with the same actions; compare every step field by field.
 
-    For each episode `e` the JAX env is reset with `key_e = fold_in(key, e)` (jitted reset
-    and step) and the reference with `reference.reset(key_e, initial)` (see `Reference`).
+    For each episode `e` the JAX env is reset with `key_e = fold_in(key, e)` (eagerly; its
+    steps run through `jax.jit(env.step)`) and the reference with `reference.reset(key_e, initial)` (see `Reference`).
     Then, for up to `num_steps` steps, the same action goes to both: from `actions` (a
     sequence, or a pytree with a leading time axis, used for every episode), else from
     `policy(key, state)` on the JAX state, else uniform samples of `action_space`. The
@@ -370,11 +370,18 @@ def check_matches_reference(
             f"{_OWNER}: env must be a single (unbatched) env; compare one instance with the "
             "reference and use check_batch_independence for the batch"
         )
-    chosen = make_policy(env, policy)
+    chosen = make_policy(env, policy, jax.random.key_impl(key))
     to_record = record or state_record
-    reset_j = jax.jit(lambda k: env.reset(key=k))
-    step_j = jax.jit(env.step)
-    act_j = jax.jit(lambda k, s: chosen(chosen.prepare(k), s))
+    step_j = jax.jit(env.step)  # reset and the policy run eagerly: one compilation in all
+
+    def reset_j(k: Any) -> Any:
+        with jax.disable_jit():
+            return env.reset(key=k)
+
+    def act_j(k: Any, s: Any) -> Any:
+        with jax.disable_jit():
+            return chosen(chosen.prepare(k), s)
+
     stats: dict[str, Any] = {
         "episodes": 0,
         "steps_compared": 0,

@@ -186,27 +186,33 @@ class SampledPolicy:
 
 
 class KeyPolicy:
-    """A user policy `policy(key, state) -> action`; its step keys are prepared ahead."""
+    """A user policy `policy(key, state) -> action`; its step keys are prepared ahead (as
+    key data, wrapped again with the key implementation `impl` when the policy is called)."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, impl: Any = None) -> None:
         self.policy = policy
+        self.impl = impl
 
     def prepare(self, key: Any) -> Any:
-        return key
+        return jax.random.key_data(key)
 
     def __call__(self, prepared: Any, state: Any) -> Any:
-        return self.policy(prepared, state)
+        return self.policy(jax.random.wrap_key_data(prepared, impl=self.impl), state)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, KeyPolicy) and other.policy is self.policy
+        return (
+            isinstance(other, KeyPolicy)
+            and other.policy is self.policy
+            and str(other.impl) == str(self.impl)
+        )
 
     def __hash__(self) -> int:
-        return hash(("KeyPolicy", id(self.policy)))
+        return hash(("KeyPolicy", id(self.policy), str(self.impl)))
 
 
-def make_policy(env: Any, policy: Policy | None) -> SampledPolicy | KeyPolicy:
-    """`KeyPolicy(policy)`, or the default `SampledPolicy` over `env.action_space`."""
-    return SampledPolicy(env.action_space) if policy is None else KeyPolicy(policy)
+def make_policy(env: Any, policy: Policy | None, impl: Any = None) -> SampledPolicy | KeyPolicy:
+    """`KeyPolicy(policy, impl)`, or the default `SampledPolicy` over `env.action_space`."""
+    return SampledPolicy(env.action_space) if policy is None else KeyPolicy(policy, impl)
 
 
 def default_policy(env: Any) -> Policy:
@@ -232,7 +238,7 @@ def _schedule_fn(policy: SampledPolicy | KeyPolicy, num_steps: int, lead: int) -
         first = _derive(env_key, _RESET_TAG, 0)
         restart = jax.vmap(lambda t: _derive(env_key, _RESET_TAG, t + 1))(steps)
         prepared = jax.vmap(lambda t: policy.prepare(_derive(policy_key, _ACTION_TAG, t)))(steps)
-        return Schedule(first, restart, prepared)
+        return Schedule(jax.random.key_data(first), jax.random.key_data(restart), prepared)
 
     fn: Any = one
     for _ in range(lead):
@@ -241,11 +247,11 @@ def _schedule_fn(policy: SampledPolicy | KeyPolicy, num_steps: int, lead: int) -
 
 
 class Schedule(NamedTuple):
-    """The precomputed randomness of a rollout.
+    """The precomputed randomness of a rollout, as NumPy arrays (keys as key data).
 
     Attributes:
-        first: the key of the first reset, per instance.
-        restart: `(T, ...)` keys of the resets the driver performs before each step.
+        first: the key data of the first reset, per instance.
+        restart: `(T, ...)` key data of the resets the driver performs before each step.
         prepared: `(T, ...)` the policy's random material for each step.
     """
 
@@ -320,12 +326,22 @@ class Driver:
     """
 
     def __init__(
-        self, env: Any, kind: EnvKind, policy: SampledPolicy | KeyPolicy, owner: str
+        self,
+        env: Any,
+        kind: EnvKind,
+        policy: SampledPolicy | KeyPolicy,
+        owner: str,
+        impl: Any = None,
     ) -> None:
         self.env = env
         self.kind = kind
         self.policy = policy
         self.owner = owner
+        self.impl = impl
+
+    def wrap(self, data: Any) -> Any:
+        """Typed keys from key data (the key implementation of the check's key)."""
+        return jax.random.wrap_key_data(data, impl=self.impl)
 
     # -- keys ------------------------------------------------------------------------------
     def instance_keys(self, key: Any) -> Any:
@@ -343,10 +359,11 @@ class Driver:
         inst = len(self.kind.batch_shape)
         lead = jnp.ndim(env_keys)
         sched = _schedule_fn(self.policy, num_steps, lead)(env_keys, policy_keys)
+        sched = jax.tree.map(np.asarray, sched)
         outer = lead - inst  # extra stacking axes stay first; the instance axes follow T
 
         def tm(x: Any) -> Any:
-            return jnp.moveaxis(x, lead, outer) if inst else x
+            return np.moveaxis(x, lead, outer) if inst else x
 
         return Schedule(
             sched.first,
@@ -359,13 +376,14 @@ class Driver:
 
     # -- pieces of the transition ----------------------------------------------------------
     def first_reset(self, first_keys: Any) -> Any:
-        """The reset state of every instance."""
-        return self.env.reset(key=first_keys)
+        """The reset state of every instance (`first_keys`: key data)."""
+        return self.env.reset(key=self.wrap(first_keys))
 
     def restart(self, restart_keys: Any, state: Any, *, eager: bool) -> Any:
         """Reset the instances whose episode ended (unless the env auto-resets)."""
         if self.kind.autoreset:
             return state
+        restart_keys = self.wrap(restart_keys)
         if self.kind.vector:
             return self.env.reset(key=restart_keys, state=state, done=state.done)
         if eager:
@@ -389,41 +407,32 @@ class Driver:
         self,
         sched: Schedule,
         *,
-        step_fn: Callable[..., Any] | None = None,
-        reset_fn: Callable[..., Any] | None = None,
+        step_fn: Callable[[Any, Any], Any] | None = None,
         disable_jit: bool = True,
     ) -> Rollout:
-        """Python-loop rollout with NumPy leaves, eagerly or with jitted `reset_fn`/`step_fn`.
+        """Python-loop rollout with NumPy leaves.
 
-        `step_fn(restart_keys, prepared, state) -> (pre, action, next)` replaces the
-        eager transition (e.g. a jitted one). Without `step_fn`, the loop runs under
-        `jax.disable_jit()` when `disable_jit` (so `lax.cond`/`lax.scan` inside the env run
-        as Python and nothing is compiled per step), else op by op. Every state is compared
-        in structure with the reset state before it is kept; a difference raises
+        Resets, restarts and actions run eagerly, under `jax.disable_jit()` when
+        `disable_jit` (so `lax.cond`/`lax.scan` inside the env run as Python and nothing is
+        compiled per step), else op by op. The env's step runs the same way, or through
+        `step_fn(state, action)` (e.g. `jax.jit(env.step)`) when given. Every state is
+        compared in structure with the reset state before it is kept; a difference raises
         `CheckError(<owner>/structure)`.
         """
-        if step_fn is None:
-            with jax.disable_jit(disable_jit):
-                return self._loop(sched, None, None)
-        return self._loop(sched, step_fn, reset_fn)
-
-    def _loop(
-        self,
-        sched: Schedule,
-        step_fn: Callable[..., Any] | None,
-        reset_fn: Callable[..., Any] | None,
-    ) -> Rollout:
-        s0 = reset_fn(sched.first) if reset_fn is not None else self.first_reset(sched.first)
-        num_steps = int(jnp.shape(sched.restart)[0])
+        with jax.disable_jit(disable_jit):
+            s0 = self.first_reset(sched.first)
+        num_steps = int(np.shape(sched.restart)[0])
         states, pres, actions = [s0], [], []
         state = s0
         for t in range(num_steps):
-            restart_t = sched.restart[t]
             prepared_t = jax.tree.map(lambda x, t=t: x[t], sched.prepared)
-            if step_fn is None:
-                pre, action, state = self.transition(restart_t, prepared_t, state, eager=True)
-            else:
-                pre, action, state = step_fn(restart_t, prepared_t, state)
+            with jax.disable_jit(disable_jit):
+                pre = self.restart(sched.restart[t], state, eager=True)
+                action = self.act(prepared_t, pre)
+                if step_fn is None:
+                    state = self.env.step(pre, action)
+            if step_fn is not None:
+                state = step_fn(pre, action)
             for name, tree in (("the state passed to step", pre), ("the step result", state)):
                 diff = structure_difference(s0, tree)
                 if diff is not None:
