@@ -1,0 +1,123 @@
+"""Helpers shared by the adapters.
+
+- `foreign_numerics`: run a wrapped library under JAX's default numeric rules.
+- `raw_key`: the raw `uint32` key that brax / MuJoCo Playground expect, from any key.
+- `strong`: the same pytree with every leaf a strongly typed array.
+- `like`: cast every leaf of a pytree to the dtype of the matching leaf of another.
+- `cast_to_space`: cast an observation pytree to the dtypes of its space.
+- `unbounded_space`: an unbounded `Box` (or `PyTreeSpace` of them) from shapes and dtypes.
+- `episode_settings`: resolve and validate `episode_length` / `action_repeat` arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from .._spaces import Box, PyTreeSpace, Space
+from .._wrappers.base import check_positive_int
+
+__all__ = [
+    "cast_to_space",
+    "episode_settings",
+    "foreign_numerics",
+    "like",
+    "raw_key",
+    "strong",
+    "unbounded_space",
+]
+
+
+@contextmanager
+def foreign_numerics() -> Iterator[None]:
+    """Trace the wrapped library with JAX's default promotion rules.
+
+    gymnax, brax and MuJoCo Playground are written for JAX's defaults (standard dtype
+    promotion, implicit rank promotion), e.g. gymnax's CartPole computes `1.0 - done` with a
+    bool `done`. The adapters call them inside this context, so a caller that runs with
+    `jax.numpy_dtype_promotion("strict")` (as Parallax's own tests do) still gets the
+    library's exact numbers; the adapter's own code runs under the caller's rules.
+    """
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def _is_typed_key(key: Any) -> bool:
+    return hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+
+
+def raw_key(key: Any) -> Array:
+    """`key` as a raw `uint32` key (typed keys are unwrapped with `jax.random.key_data`).
+
+    brax and MuJoCo Playground were written for raw `jax.random.PRNGKey` keys (some read
+    `rng.shape`), so the adapters hand them raw keys whichever kind the caller uses.
+    """
+    return jax.random.key_data(key) if _is_typed_key(key) else jnp.asarray(key)
+
+
+def _strong_leaf(x: Any) -> Array:
+    x = jnp.asarray(x)
+    return x.astype(x.dtype)  # drops the weak type of Python scalars
+
+
+def strong(tree: PyTree) -> PyTree:
+    """`tree` with every leaf a strongly typed JAX array (Python scalars included)."""
+    return jax.tree.map(_strong_leaf, tree)
+
+
+def like(tree: PyTree, template: PyTree) -> PyTree:
+    """Cast each leaf of `tree` to the dtype of the matching leaf of `template`.
+
+    Keeps a state's pytree (dtypes included) identical from step to step even where the
+    wrapped library returns, e.g., a Python int at reset and an int32 array after a step.
+    """
+    return jax.tree.map(lambda x, t: jnp.asarray(x).astype(jnp.result_type(t)), tree, template)
+
+
+def cast_to_space(observation: PyTree, space: Space) -> PyTree:
+    """Cast the leaves of `observation` to the (canonical) dtypes of `space`."""
+    if isinstance(space, PyTreeSpace):
+        # Spaces are pytree leaves, so this pairs each space with its observation subtree.
+        return jax.tree.map(lambda s, o: cast_to_space(o, s), space.spaces, observation)
+    dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
+    return jnp.asarray(observation).astype(dtype)
+
+
+def unbounded_space(shapes: PyTree) -> Space:
+    """An unbounded `Box` per leaf of a pytree of `jax.ShapeDtypeStruct`s.
+
+    One array gives a `Box`; a dict (or other container) of arrays gives a `PyTreeSpace`.
+    """
+    if isinstance(shapes, jax.ShapeDtypeStruct):
+        return Box(-np.inf, np.inf, shapes.shape, shapes.dtype)
+    return PyTreeSpace(jax.tree.map(lambda s: Box(-np.inf, np.inf, s.shape, s.dtype), shapes))
+
+
+def episode_settings(
+    owner: str,
+    episode_length: Any,
+    action_repeat: Any,
+    found_length: int | None,
+    found_repeat: int | None,
+) -> tuple[int | None, int]:
+    """Resolve `episode_length` / `action_repeat`: an explicit argument wins, else the value
+    found on the stripped wrappers (or config), else no time limit and a repeat of 1."""
+    if episode_length is not None:
+        length: int | None = check_positive_int(episode_length, "episode_length", owner)
+    elif found_length is not None:
+        length = check_positive_int(found_length, "episode_length (found on the env)", owner)
+    else:
+        length = None
+    if action_repeat is not None:
+        repeat = check_positive_int(action_repeat, "action_repeat", owner)
+    elif found_repeat is not None:
+        repeat = check_positive_int(found_repeat, "action_repeat (found on the env)", owner)
+    else:
+        repeat = 1
+    return length, repeat

@@ -1,0 +1,167 @@
+"""`MJXAdapter`: a MuJoCo Playground environment as a Parallax environment.
+
+Playground environments carry their training settings (`episode_length`, `action_repeat`)
+in a `ConfigDict` that the environment itself keeps privately; the public way to reach it
+is the config you build the environment from, `registry.get_default_config(name)`. The
+adapter therefore takes the episode length, in this order, from: the `episode_length`
+argument; brax's `EpisodeWrapper` if the env comes wrapped for training
+(`wrapper.wrap_for_brax_training`), which the adapter removes; the public `config` passed
+to it. `MJXAdapter.load(name, ...)` (and `parallax.make("mjx/NAME")`) builds the env from
+that public config, so its episode length is always known. An env given without any of
+these has no time limit (wrap it in `TimeLimit`). The adapter never reads `env._config`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .._spaces import Box
+from ._common import episode_settings, foreign_numerics, unbounded_space
+from ._imports import require
+from ._physics import EpisodeAdapter, strip_training_wrappers
+
+__all__ = ["MJXAdapter"]
+
+
+def _playground() -> Any:
+    return require("mujoco_playground", extra="mjx", needed_by="MJXAdapter")
+
+
+def _config_value(config: Any, name: str) -> Any:
+    """`config.name`, or `None` when the config has no such entry."""
+    return config.get(name) if hasattr(config, "get") else getattr(config, name, None)
+
+
+class MJXAdapter(EpisodeAdapter):
+    """A MuJoCo Playground (MJX) environment as a Parallax environment.
+
+    Args:
+        env: a playground `MjxEnv` (`registry.load(name, ...)`), possibly wrapped by
+            `wrapper.wrap_for_brax_training` (its auto-reset, vmap and episode wrappers are
+            removed; domain-randomisation wrappers are refused).
+        episode_length: positive int, the time limit in env steps; see the module
+            docstring for where it comes from when `None`.
+        action_repeat: positive int; `None`: the removed `EpisodeWrapper`'s, else
+            `config.action_repeat`, else 1.
+        config: the public `ConfigDict` the env was built from (e.g.
+            `registry.get_default_config(name)`), read for `episode_length` and
+            `action_repeat`.
+
+    Attributes:
+        env, episode_length, action_repeat: the unwrapped env and the resolved settings.
+        observation_space: unbounded `Box`, or a `PyTreeSpace` of them for dict
+            observations (keys as in the env's observation).
+        action_space: `Box(-1, 1, (action_size,))`, the range playground's policies emit.
+
+    The state: `env_state` is playground's `State`; `info["metrics"]` holds its `metrics`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax.adapters import MJXAdapter
+        >>> env = MJXAdapter.load("PendulumSwingup", config_overrides={"impl": "jax"})
+        >>> env.episode_length, env.observation_space.shape
+        (1000, (3,))
+        >>> def first_step(key):
+        ...     return env.step(env.reset(key=key), jnp.zeros(1))
+        >>> shapes = jax.eval_shape(first_step, jax.random.key(0))  # traced, not compiled
+        >>> shapes.reward.dtype, shapes.step_count.dtype
+        (dtype('float32'), dtype('int32'))
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        episode_length: int | None = None,
+        action_repeat: int | None = None,
+        *,
+        config: Any = None,
+    ) -> None:
+        playground = _playground()
+        brax_envs = require("brax.envs", extra="mjx", needed_by="MJXAdapter")
+        training = brax_envs.training
+        wrapper = playground.wrapper
+        if not isinstance(env, playground.MjxEnv | brax_envs.Wrapper):
+            raise TypeError(
+                "MJXAdapter: env must be a MuJoCo Playground MjxEnv (e.g. "
+                f"mujoco_playground.registry.load('CartpoleBalance')), got {type(env).__name__}"
+            )
+        base, found_length, found_repeat = strip_training_wrappers(
+            env,
+            owner="MJXAdapter",
+            wrapper_types=(wrapper.Wrapper, brax_envs.Wrapper),
+            strip=(wrapper.BraxAutoResetWrapper, training.VmapWrapper, training.EvalWrapper),
+            episode=training.EpisodeWrapper,
+            refuse=(wrapper.BraxDomainRandomizationVmapWrapper,),
+        )
+        if not isinstance(base, playground.MjxEnv):
+            raise TypeError(
+                f"MJXAdapter: env must wrap a playground MjxEnv, found {type(base).__name__}"
+            )
+        if config is not None:
+            if found_length is None:
+                found_length = _config_value(config, "episode_length")
+            if found_repeat is None:
+                found_repeat = _config_value(config, "action_repeat")
+        self.env = base
+        self.config = config
+        self.episode_length, self.action_repeat = episode_settings(
+            "MJXAdapter", episode_length, action_repeat, found_length, found_repeat
+        )
+
+        def reset_shapes(key: Any) -> Any:
+            with foreign_numerics():
+                return base.reset(key).obs
+
+        self.observation_space = unbounded_space(
+            jax.eval_shape(reset_shapes, jax.random.PRNGKey(0))
+        )
+        self.action_space = Box(-1.0, 1.0, (int(base.action_size),))
+
+    @classmethod
+    def load(
+        cls,
+        name: str,
+        config: Any = None,
+        config_overrides: dict[str, Any] | None = None,
+        *,
+        episode_length: int | None = None,
+        action_repeat: int | None = None,
+    ) -> MJXAdapter:
+        """Build playground's `name` from its public config and adapt it.
+
+        Args:
+            name: a playground environment name (`registry.ALL_ENVS`), e.g.
+                `"CartpoleBalance"`.
+            config: the config to build from; `None` for `registry.get_default_config(name)`.
+            config_overrides: flattened overrides (`{"impl": "jax"}`), applied by playground.
+                On a CPU-only JAX the default `impl` is `"jax"` unless overridden: playground's
+                default `"warp"` compiles its kernels for minutes on a CPU.
+            episode_length, action_repeat: override the config's values.
+
+        Returns:
+            The adapted environment; its episode length is the config's `episode_length`.
+        """
+        registry = _playground().registry
+        if not isinstance(name, str) or name not in registry.ALL_ENVS:
+            raise ValueError(
+                f"MJXAdapter.load: name must be one of mujoco_playground.registry.ALL_ENVS, "
+                f"got {name!r}"
+            )
+        overrides = dict(config_overrides or {})
+        with foreign_numerics():
+            if config is None:
+                config = registry.get_default_config(name)
+                if "impl" not in overrides and "impl" in config and jax.default_backend() == "cpu":
+                    overrides["impl"] = "jax"
+            env = registry.load(name, config=config, config_overrides=overrides or None)
+        # playground applies the overrides to this config object, and some envs adjust it
+        # while building (e.g. vision cartpole shortens episode_length), so read it now.
+        return cls(env, episode_length, action_repeat, config=config)
+
+    def __repr__(self) -> str:
+        return (
+            f"MJXAdapter({type(self.env).__name__}, episode_length={self.episode_length}, "
+            f"action_repeat={self.action_repeat})"
+        )

@@ -1,0 +1,171 @@
+"""What `BraxAdapter` and `MJXAdapter` share: both libraries' states have `obs`, `reward`,
+`done`, `metrics` and `info`, and both are trained through brax's training wrappers.
+
+- `strip_training_wrappers`: remove auto-reset / episode / vmap wrappers, keeping what the
+  episode wrapper meant (its `episode_length` and `action_repeat`).
+- `EpisodeAdapter`: `reset` / `step` with action repeat and a time limit, the way brax's
+  `EpisodeWrapper` computes them, without auto-reset and without batching.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import PyTree
+
+from .._core import KeyArray, State
+from .._spaces import Space
+from ._common import cast_to_space, foreign_numerics, like, raw_key, strong
+
+__all__ = ["EpisodeAdapter", "strip_training_wrappers"]
+
+
+def strip_training_wrappers(
+    env: Any,
+    *,
+    owner: str,
+    wrapper_types: tuple[type, ...],
+    strip: tuple[type, ...],
+    episode: type,
+    refuse: tuple[type, ...],
+) -> tuple[Any, int | None, int | None]:
+    """Peel the training wrappers off `env`, outermost first.
+
+    Args:
+        env: the environment, possibly wrapped.
+        owner: the adapter's name, for error messages.
+        wrapper_types: the library's wrapper base classes (each has `.env`).
+        strip: wrapper types removed without a trace (auto-reset, vmap, eval metrics).
+        episode: the episode wrapper type, whose `episode_length` / `action_repeat` are kept.
+        refuse: wrapper types that cannot be removed without changing the environment.
+
+    Returns:
+        `(env, episode_length, action_repeat)`: the env without those wrappers and the
+        episode wrapper's settings (`None` where there was no episode wrapper).
+
+    Raises:
+        ValueError: a refused wrapper, two episode wrappers, or a removable wrapper below one
+            this function does not know (it cannot be removed without rebuilding the other).
+    """
+    layer: Any = env
+    length: int | None = None
+    repeat: int | None = None
+    while isinstance(layer, wrapper_types):
+        if isinstance(layer, refuse):
+            raise ValueError(
+                f"{owner}: cannot adapt an env wrapped in {type(layer).__name__}: it batches "
+                "randomised models, which a single Parallax env cannot hold; adapt the "
+                "unwrapped env and batch it with VmapWrapper"
+            )
+        wrapped: Any = layer  # isinstance narrowed it to `object`
+        if isinstance(layer, episode):
+            if length is not None:
+                raise ValueError(f"{owner}: env has two {episode.__name__}s; pass one at most")
+            length, repeat = int(wrapped.episode_length), int(wrapped.action_repeat)
+        elif not isinstance(layer, strip):
+            break
+        layer = wrapped.env
+    below: Any = layer
+    while isinstance(below, wrapper_types):
+        if isinstance(below, (*strip, episode, *refuse)):
+            raise ValueError(
+                f"{owner}: cannot remove {type(below).__name__} from below "
+                f"{type(layer).__name__}; adapt the env without it and put "
+                f"{type(layer).__name__}'s behaviour in a Parallax wrapper instead"
+            )
+        inner: Any = below
+        below = inner.env
+    return layer, length, repeat
+
+
+def _like_dict(new: dict[str, Any], previous: Any) -> dict[str, Any]:
+    """`new` with each entry cast to the dtype of the same key in `previous` (if there)."""
+    previous = previous if isinstance(previous, dict) else {}
+    return {k: like(v, previous[k]) if k in previous else v for k, v in new.items()}
+
+
+class EpisodeAdapter:
+    """`reset` / `step` for a brax-style env (`State(obs, reward, done, metrics, info)`).
+
+    Subclasses set `env`, `episode_length`, `action_repeat`, `observation_space`,
+    `action_space`. A step applies the action `action_repeat` times (brax's
+    `EpisodeWrapper`: rewards summed, `done` of the last inner step), counts one agent step,
+    and truncates when `step_count * action_repeat >= episode_length` and the env did not
+    terminate. The foreign state is `env_state`; its `metrics` are `info["metrics"]`.
+    """
+
+    env: Any
+    episode_length: int | None
+    action_repeat: int
+    observation_space: Space
+    action_space: Space
+
+    def reset(self, *, key: KeyArray) -> State:
+        """Start an episode: the env's `reset` with the raw key `jax.random.split(key)[1]`.
+
+        Args:
+            key: a PRNG key, typed (`jax.random.key`) or raw (`jax.random.PRNGKey`).
+
+        Returns:
+            The first `State` (reward 0, both flags False, step_count 0).
+        """
+        key, reset_key = jax.random.split(key)
+        with foreign_numerics():
+            foreign = self.env.reset(raw_key(reset_key))
+        foreign = strong(foreign)
+        return State(
+            env_state=foreign,
+            observation=cast_to_space(foreign.obs, self.observation_space),
+            reward=jnp.float32(0.0),
+            termination=jnp.bool_(False),
+            truncation=jnp.bool_(False),
+            info={"metrics": dict(foreign.metrics)},
+            step_count=jnp.int32(0),
+            key=key,
+        )
+
+    def _inner_step(self, foreign: PyTree, action: PyTree) -> PyTree:
+        return like(self.env.step(foreign, action), foreign)
+
+    def step(self, state: State, action: PyTree) -> State:
+        """Apply `action` `action_repeat` times; no auto-reset.
+
+        Args:
+            state: the current state.
+            action: a float array of shape `action_space.shape`.
+
+        Returns:
+            The next `State`: the summed reward, `termination` from the env's `done`,
+            `truncation` at the episode length (never both).
+        """
+        foreign = state.env_state
+        with foreign_numerics():
+            if self.action_repeat == 1:
+                stepped = self._inner_step(foreign, action)
+            else:
+
+                def repeat(carry: PyTree, _: None) -> tuple[PyTree, Any]:
+                    out = self._inner_step(carry, action)
+                    return out, out.reward
+
+                stepped, rewards = jax.lax.scan(repeat, foreign, None, length=self.action_repeat)
+                stepped = stepped.replace(reward=jnp.sum(rewards, axis=0))
+        termination = jnp.reshape(stepped.done, ()).astype(jnp.bool_)
+        step_count = state.step_count + 1
+        if self.episode_length is None:
+            truncation = jnp.bool_(False)
+        else:
+            limit = step_count * self.action_repeat >= self.episode_length
+            truncation = limit & ~termination
+        return State(
+            env_state=stepped,
+            observation=cast_to_space(stepped.obs, self.observation_space),
+            reward=jnp.reshape(stepped.reward, ()).astype(jnp.float32),
+            termination=termination,
+            truncation=truncation,
+            info={"metrics": _like_dict(dict(stepped.metrics), state.info.get("metrics"))},
+            step_count=step_count,
+            key=state.key,
+        )

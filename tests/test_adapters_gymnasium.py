@@ -1,0 +1,267 @@
+"""GymnasiumEnv / GymnasiumVectorEnv against the real Gymnasium 1.3.
+
+The single-env export must pass `gymnasium.utils.env_checker.check_env`; the vector export
+is compared with Gymnasium's own `SyncVectorEnv` over copies of the single-env export, in
+both auto-reset modes, and must work under Gymnasium's vector wrappers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import runpy
+import warnings
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium import spaces as gs
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import parallax
+from parallax import AutoResetWrapper, TimeLimit, VmapWrapper, Wrapper
+from parallax.adapters import GymnasiumEnv, GymnasiumVectorEnv, to_gymnasium_space
+from parallax.envs import GridWorld
+from parallax.spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "gymnasium_eval.py"
+# check_env's only complaint about an env built without gymnasium.make (so without a spec)
+NO_SPEC = "Not able to test alternative render modes due to the environment not having a spec"
+
+
+class DictGrid(Wrapper):
+    """GridWorld with a dict observation and a (move, unused flag) tuple action."""
+
+    observation_space = PyTreeSpace(
+        {"goal": Box(0.0, 4.0, (2,)), "pos": Box(0.0, 4.0, (2,)), "steps": Discrete(100)}
+    )
+    action_space = PyTreeSpace((Discrete(4), MultiBinary(2)))
+
+    def _view(self, state):
+        obs = state.observation
+        view = {"goal": obs[2:], "pos": obs[:2], "steps": jnp.minimum(state.step_count, 99)}
+        return dataclasses.replace(state, observation=view)
+
+    def reset(self, *, key):
+        return self._view(self.env.reset(key=key))
+
+    def step(self, state, action):
+        inner = dataclasses.replace(
+            state,
+            observation=jnp.concatenate([state.observation["pos"], state.observation["goal"]]),
+        )
+        return self._view(self.env.step(inner, action[0]))
+
+
+def _checked(env):
+    """Run Gymnasium's checker; every warning it raises must be the benign no-spec one."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env)
+    messages = [str(w.message) for w in caught]
+    assert all(NO_SPEC in m for m in messages), messages
+
+
+def test_single_env_passes_gymnasium_check_env():
+    _checked(GymnasiumEnv(TimeLimit(GridWorld(), max_steps=20)))
+
+
+def test_dict_and_tuple_spaces_pass_gymnasium_check_env():
+    env = GymnasiumEnv(TimeLimit(DictGrid(GridWorld()), max_steps=20))
+    assert isinstance(env.observation_space, gs.Dict)
+    assert isinstance(env.action_space, gs.Tuple)
+    _checked(env)
+    obs, _ = env.reset(seed=1)
+    assert set(obs) == {"goal", "pos", "steps"} and obs["pos"].dtype == np.float32
+    obs, *_ = env.step((2, np.array([0, 1], np.int8)))
+    assert obs["pos"].tolist() == [1.0, 0.0] and int(obs["steps"]) == 1
+
+
+def test_adapted_gymnax_env_passes_gymnasium_check_env():
+    gymnax = pytest.importorskip("gymnax")  # the gymnax adapter has its own tests
+    from parallax.adapters import GymnaxAdapter
+
+    with jax.numpy_dtype_promotion("standard"):
+        catch, _ = gymnax.make("Catch-bsuite")
+    env = GymnasiumEnv(GymnaxAdapter(catch))
+    _checked(env)
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.int32 and obs.shape == (10, 5)
+
+
+def test_spaces_convert_with_bounds_and_dtypes():
+    box = to_gymnasium_space(Box([-1.0, 0.0], [1.0, np.inf], (2,)))
+    assert box == gs.Box(np.array([-1, 0], np.float32), np.array([1, np.inf], np.float32))
+    assert box.dtype == np.float32
+    int_box = to_gymnasium_space(Box(0, 9, (3,), np.int32))
+    assert int_box.dtype == np.int32 and int_box.high.tolist() == [9, 9, 9]
+    assert to_gymnasium_space(Discrete(5)) == gs.Discrete(5)  # int64, Gymnasium's convention
+    assert to_gymnasium_space(Discrete(5, shape=(3,))) == gs.MultiDiscrete([5, 5, 5], np.int32)
+    assert to_gymnasium_space(MultiDiscrete([2, 3])) == gs.MultiDiscrete([2, 3], np.int32)
+    assert to_gymnasium_space(MultiBinary(4)) == gs.MultiBinary(4)
+    nested = to_gymnasium_space(
+        PyTreeSpace({"a": (Discrete(2), Box(0.0, 1.0, ())), "b": Discrete(3)})
+    )
+    assert nested == gs.Dict(
+        {
+            "a": gs.Tuple((gs.Discrete(2), gs.Box(0.0, 1.0, (), np.float32))),
+            "b": gs.Discrete(3),
+        }
+    )
+    with pytest.raises(TypeError, match="got str"):
+        to_gymnasium_space("Box")
+
+
+def test_seeds_give_the_parallax_episode_and_are_reproducible(x64):
+    grid = GridWorld()
+    env = GymnasiumEnv(grid)
+    obs, _ = env.reset(seed=42)
+    np.testing.assert_array_equal(obs, grid.reset(key=jax.random.key(42)).observation)
+    unseeded = [env.reset()[0] for _ in range(3)]
+    env.reset(seed=42)
+    assert all(np.array_equal(a, env.reset()[0]) for a in unseeded)
+    other = GymnasiumEnv(grid, seed=7)
+    again = GymnasiumEnv(grid, seed=7)
+    assert all(np.array_equal(other.reset()[0], again.reset()[0]) for _ in range(3))
+    big, _ = env.reset(seed=2**40 + 3)  # hashed to 32 bits, still deterministic
+    np.testing.assert_array_equal(big, env.reset(seed=2**40 + 3)[0])
+    with pytest.raises(ValueError, match="seed must be None or a non-negative int, got -1"):
+        env.reset(seed=-1)
+
+
+def test_reset_and_step_are_compiled_once():
+    env = GymnasiumEnv(TimeLimit(GridWorld(), max_steps=5))
+    env.reset(seed=0)
+    for action in (0, np.int64(1), np.array(2), 3, np.int32(0)):
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+    assert env._step_fn._cache_size() == 1 and env._reset_fn._cache_size() == 1
+
+
+def test_usage_errors():
+    env = GymnasiumEnv(GridWorld())
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        env.step(0)
+    with pytest.raises(ValueError, match="unsupported options"):
+        env.reset(options={"level": 3})
+    with pytest.raises(TypeError, match="use GymnasiumVectorEnv"):
+        GymnasiumEnv(VmapWrapper(GridWorld(), 2))
+    with pytest.raises(TypeError, match="callable `reset`"):
+        GymnasiumEnv(object())
+    with pytest.raises(TypeError, match="single-agent `State`s, got MARLState"):
+        GymnasiumEnv(parallax.make("Race-v0"))
+    with pytest.raises(TypeError, match="use GymnasiumEnv for a single env"):
+        GymnasiumVectorEnv(GridWorld())
+
+
+# -- vector ------------------------------------------------------------------------------------
+NUM_ENVS = 3
+SEEDS = [11, 12, 13]
+
+
+def _sync_reference(mode):
+    """Gymnasium's SyncVectorEnv over copies of the single-env export."""
+    return SyncVectorEnv(
+        [lambda: GymnasiumEnv(TimeLimit(GridWorld(), max_steps=3)) for _ in range(NUM_ENVS)],
+        autoreset_mode=mode,
+    )
+
+
+def test_vector_autoreset_mode_is_declared():
+    plain = GymnasiumVectorEnv(VmapWrapper(GridWorld(), 2))
+    assert plain.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    same = GymnasiumVectorEnv(parallax.make_vec("GridWorld-v0", 2, max_episode_steps=3))
+    assert same.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    nxt = parallax.make_vec("GridWorld-v0", 2, max_episode_steps=3, autoreset="next-step")
+    assert GymnasiumVectorEnv(nxt).metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    off = VmapWrapper(AutoResetWrapper(GridWorld(), mode="off"), 2)
+    assert GymnasiumVectorEnv(off).metadata["autoreset_mode"] == AutoresetMode.DISABLED
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_vector_env_follows_gymnasiums_autoreset_convention(mode):
+    ours_mode = "next-step" if mode == AutoresetMode.NEXT_STEP else "same-step"
+    vec = parallax.make_vec("GridWorld-v0", NUM_ENVS, max_episode_steps=3, autoreset=ours_mode)
+    ours, ref = GymnasiumVectorEnv(vec), _sync_reference(mode)
+    assert ours.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"] == mode
+    assert ours.single_observation_space == ref.single_observation_space
+    assert ours.single_action_space == ref.single_action_space == gs.Discrete(4)
+    obs, info = ours.reset(seed=SEEDS)
+    ref_obs, ref_info = ref.reset(seed=SEEDS)
+    np.testing.assert_array_equal(obs, ref_obs)  # seed s_i: jax.random.key(s_i) in both
+    assert info == ref_info == {}
+    first_episode = True
+    actions = np.full(NUM_ENVS, 1, np.int64)  # "down" never reaches a goal: time limits only
+    for _ in range(8):
+        obs, rew, term, trunc, info = ours.step(actions)
+        r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions)
+        assert (
+            obs.dtype == np.float32 and obs.shape == (NUM_ENVS, 4) and obs in ours.observation_space
+        )
+        assert rew.dtype == np.float32 and rew.shape == (NUM_ENVS,)
+        assert term.dtype == trunc.dtype == np.bool_
+        np.testing.assert_array_equal(term, r_term)
+        np.testing.assert_array_equal(trunc, r_trunc)
+        np.testing.assert_array_equal(obs[:, :2], r_obs[:, :2])  # positions (goals re-drawn)
+        if first_episode:
+            np.testing.assert_allclose(rew, r_rew, rtol=1e-6)
+        np.testing.assert_array_equal(rew == 0.0, r_rew == 0.0)  # the next-step reset step
+        assert sorted(info) == sorted(r_info)
+        if mode == AutoresetMode.SAME_STEP and trunc.any():
+            np.testing.assert_array_equal(info["_final_obs"], r_info["_final_obs"])
+            np.testing.assert_array_equal(info["_final_info"], r_info["_final_info"])
+            for i in np.flatnonzero(trunc):
+                np.testing.assert_array_equal(info["final_obs"][i][:2], r_info["final_obs"][i][:2])
+            assert info["final_obs"][~trunc].tolist() == [None] * int((~trunc).sum())
+        first_episode &= not trunc.any()
+
+
+def test_vector_selective_reset_with_reset_mask():
+    off = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 50), mode="off"), NUM_ENVS)
+    envs = GymnasiumVectorEnv(off, seed=0)
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+    envs.reset(seed=SEEDS)
+    obs = None
+    for _ in range(2):
+        obs, *_ = envs.step(np.full(NUM_ENVS, 2))
+    mask = np.array([True, False, True])
+    new_obs, _ = envs.reset(options={"reset_mask": mask})
+    assert new_obs[mask, :2].tolist() == [[0.0, 0.0]] * 2
+    np.testing.assert_array_equal(new_obs[~mask], obs[~mask])
+    assert np.asarray(envs.state.step_count).tolist() == [0, 2, 0]
+    with pytest.raises(ValueError, match="reset_mask must be a bool array of shape"):
+        envs.reset(options={"reset_mask": np.ones(2, bool)})
+    with pytest.raises(ValueError, match="needs num_envs=3 entries, got 2"):
+        envs.reset(seed=[1, 2])
+
+
+def test_vector_env_works_under_gymnasium_vector_wrappers():
+    vec = parallax.make_vec("GridWorld-v0", NUM_ENVS, max_episode_steps=4)
+    envs = gymnasium.wrappers.vector.RecordEpisodeStatistics(GymnasiumVectorEnv(vec))
+    envs.reset(seed=0)
+    for _ in range(4):
+        *_, info = envs.step(envs.action_space.sample())
+    assert info["_episode"].all() and info["episode"]["l"].tolist() == [4] * NUM_ENVS
+
+
+def test_example_random_policy_evaluation(capsys):
+    namespace = runpy.run_path(str(EXAMPLE), run_name="gymnasium_eval")
+    mean = namespace["main"](episodes=3, max_steps=10)
+    out = capsys.readouterr().out
+    assert "mean return" in out and np.isfinite(mean) and mean > 0.0
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from parallax.adapters import _gymnasium
+
+    for module in (_gymnasium,):
+        result = doctest.testmod(
+            module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
+        assert result.attempted > 0 and result.failed == 0, module.__name__
