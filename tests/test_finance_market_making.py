@@ -31,11 +31,17 @@ import parallax
 from parallax import rng
 from parallax.finance import MarketMakingEnv, MarketMakingParams, avellaneda_stoikov_policy
 from parallax.finance._market_making import SLOTS
-from parallax.testing import check_batch_independence, check_env
+from parallax.testing import (
+    GymReference,
+    Tolerance,
+    check_batch_independence,
+    check_env,
+    check_matches_reference,
+)
 
 CONFIGS = {
     "default": {},
-    "short": {"n_steps": 7, "max_inventory": 2},
+    "short": {"n_steps": 7, "max_inventory": 2},  # the battery's reference test
     "custom": {
         "s0": 50.0,
         "sigma": 0.5,
@@ -185,7 +191,7 @@ def _compare_with_sekai(
     return counts
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("name", ["default", "custom"])
 def test_trajectories_match_sekai_under_x64(name: str) -> None:
     with jax.enable_x64(True):
         counts = _compare_with_sekai(
@@ -195,6 +201,40 @@ def test_trajectories_match_sekai_under_x64(name: str) -> None:
     assert counts["flips"] == 0
     assert counts["steps"] == 2 * n_steps
     assert counts["fills"] > 0
+
+
+INFO_KEYS = ("mid_price", "inventory", "cash", "wealth", "bid", "ask", "bid_filled", "ask_filled",
+             "timestamp", "dt")  # fmt: skip
+
+
+def test_battery_matches_sekai_reference_under_x64() -> None:
+    """`check_matches_reference` with sekai as the reference (`GymReference`), fed our draws.
+
+    After sekai's reset, a replaying generator with every draw of the episode (computed from
+    the episode key in our reset state) replaces its `rng`; actions are uniform in the action
+    space; the rule is the spec's (`1e-12 + 1e-9 |sekai|`, float32 observations equal).
+    """
+    with jax.enable_x64(True):
+        env = MarketMakingEnv(**CONFIGS["short"])
+
+        def serve_our_draws(sekai_env: Any, initial: dict[str, Any]) -> None:
+            ek = jnp.asarray(initial["env_state.episode_key"])
+            t = jnp.arange(env.n_steps, dtype=jnp.uint32)
+            u = rng.uniform(ek, t[:, None], SLOTS.FILL, jnp.arange(2), dtype=jnp.float64)
+            z = rng.normal(ek, t, SLOTS.MID, 0, dtype=jnp.float64)
+            sekai_env.rng = ReplayGenerator(_sekai_draws((u, z)))
+
+        reference = GymReference(
+            sekai.make("MarketMaking-v0", **CONFIGS["short"]),
+            seed=lambda key: 0,
+            sync=serve_our_draws,
+            info_keys=INFO_KEYS,
+        )
+        report = check_matches_reference(
+            env, reference, num_steps=env.n_steps, num_episodes=3,
+            tolerance=Tolerance(rtol=1e-9, atol=1e-12),
+        )  # fmt: skip
+    assert report.stats["steps_compared"] == 3 * env.n_steps
 
 
 def test_trajectories_match_sekai_in_float32() -> None:
@@ -304,24 +344,27 @@ def test_registry_builds_the_env_with_sekai_keywords() -> None:
 # -- the JAX contract ------------------------------------------------------------------------
 
 
-def test_dtypes_and_info_keys_are_stable(x64: bool) -> None:
-    first, _, states = _jit_rollout(SMALL, jax.random.key(0), jnp.full((7, 2), 0.1))
-    fdt = jnp.float64 if x64 else jnp.float32
-    nxt = jax.tree.map(lambda x: x[0], states)
-    for state in (first, nxt):
-        assert jax.tree.structure(state) == jax.tree.structure(first)
-        assert state.observation.dtype == jnp.float32 and state.observation.shape == (2,)
-        assert state.reward.dtype == fdt and state.reward.shape == ()
-        assert state.termination.dtype == jnp.bool_ and state.truncation.dtype == jnp.bool_
-        assert state.step_count.dtype == jnp.int32
-        assert state.info["inventory"].dtype == jnp.int32
-        assert state.info["bid_filled"].dtype == jnp.bool_
-        for name in ("mid_price", "cash", "wealth", "bid", "ask", "timestamp", "dt"):
-            assert state.info[name].dtype == fdt, name
-        assert bool(SMALL.observation_space.contains(state.observation))
-    assert jax.tree.map(lambda a: (a.shape, a.dtype), first.info) == jax.tree.map(
-        lambda a: (a.shape, a.dtype), nxt.info
-    )
+def test_float64_under_x64() -> None:
+    """Under x64 the rewards and float infos are float64 (observations stay float32), on
+    reset and step alike; float32 is `check_env`'s job (the battery test)."""
+    with jax.enable_x64(True):
+        first, _, states = _jit_rollout(SMALL, jax.random.key(0), jnp.full((7, 2), 0.1))
+        fdt = jnp.float64
+        nxt = jax.tree.map(lambda x: x[0], states)
+        for state in (first, nxt):
+            assert jax.tree.structure(state) == jax.tree.structure(first)
+            assert state.observation.dtype == jnp.float32 and state.observation.shape == (2,)
+            assert state.reward.dtype == fdt and state.reward.shape == ()
+            assert state.termination.dtype == jnp.bool_ and state.truncation.dtype == jnp.bool_
+            assert state.step_count.dtype == jnp.int32
+            assert state.info["inventory"].dtype == jnp.int32
+            assert state.info["bid_filled"].dtype == jnp.bool_
+            for name in ("mid_price", "cash", "wealth", "bid", "ask", "timestamp", "dt"):
+                assert state.info[name].dtype == fdt, name
+            assert bool(SMALL.observation_space.contains(state.observation))
+        assert jax.tree.map(lambda a: (a.shape, a.dtype), first.info) == jax.tree.map(
+            lambda a: (a.shape, a.dtype), nxt.info
+        )
 
 
 def test_battery_contract_with_default_parameters() -> None:
@@ -396,10 +439,9 @@ def assert_lanes_independent(
 
     - Lanes 0 and 2 are bit-identical whatever the other lanes hold (lanes 1 and 3 get other
       params, keys and actions), so a lane never reads its neighbours;
-    - new parameter values reuse the compiled program (domain randomisation, no retrace);
-    - a lane run on its own (unbatched `jit`) agrees with its batched run up to rounding:
-      XLA may fuse `a + b * c` into one multiply-add differently in the two programs,
-      so floats agree to 1e-6 (float32) or 1e-12 (x64) relative, ints and bools exactly.
+    - new parameter values reuse the compiled program (domain randomisation, no retrace).
+
+    (A lane against its solo run is `check_batch_independence`'s job, see the battery test.)
 
     `params` leaves are NumPy arrays with a leading batch axis of 4. Returns the result of
     the first batched run.
@@ -428,15 +470,6 @@ def assert_lanes_independent(
     lane_leaves = _leaves(lanes)
     for a, b in zip(lane_leaves, _leaves(neighbours)):
         np.testing.assert_array_equal(a[0::2], b[0::2])
-    rtol = 1e-12 if jax.config.jax_enable_x64 else 1e-6
-    solo = jax.jit(rollout_with)
-    for i in (0, 2):
-        alone = solo(jax.tree.map(lambda x, i=i: x[i], params), keys[i], actions[i])
-        for a, b in zip(lane_leaves, _leaves(alone)):
-            if a.dtype.kind == "f":
-                np.testing.assert_allclose(a[i], b, rtol=rtol, atol=rtol * 1e-3)
-            else:
-                np.testing.assert_array_equal(a[i], b)
     return lanes
 
 
@@ -513,7 +546,7 @@ _finite = {"allow_nan": False, "allow_infinity": False}
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     s0=st.floats(-1e3, 1e4, **_finite),
