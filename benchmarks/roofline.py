@@ -245,8 +245,10 @@ def autoreset_probes(
     - `as is`: `VmapWrapper(AutoResetWrapper(env), N)` (partial resets, `K = N // 16`);
     - `K=None`: the same with `max_resets_per_step=None` (reset all or none);
     - `no per-step key fold_in`: as is, with the wrapper's derivation of the next episode's
-      key (`_next_episode_key`, a `fold_in` computed for all N envs on every step) replaced
-      by the identity. A cost probe only: the key schedule is then invalid;
+      key (`_next_episode_key`, a `fold_in`) replaced by the identity. A cost probe only:
+      the key schedule is then invalid. Before commit 6481e38 the wrapper computed it for
+      all N envs on every step; since then only for the envs that reset, so this variant
+      should match `as is`;
     - `bare`: `jax.vmap(env.step)`, no reset at all (episodes run past their end).
 
     Returns env steps/s (median) of each and its speed relative to `as is` (median of

@@ -487,7 +487,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in plot(old, out.parent):
             print(f"wrote {path}")
         return 0
-    results: dict[str, Any] = {"machine": machine(), "jobs": dict(old.get("jobs", {}))}
+    # with --merge, other top-level entries (earlier runs kept for comparison) stay
+    results: dict[str, Any] = {k: v for k, v in old.items() if k not in ("machine", "jobs")}
+    results.update(machine=machine(), jobs=dict(old.get("jobs", {})))
     if args.merge and "machine" in old:
         results["previous_machine"] = old["machine"]
     names = [n for n in (args.only or JOBS) if n not in args.skip]
