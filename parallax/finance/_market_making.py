@@ -23,7 +23,7 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._mm_common import divide, float_dtype, opaque, static_int
+from ._mm_common import divide, evaluated_once, float_dtype, opaque, static_int
 from ._validation import finite_number
 
 __all__ = ["SLOTS", "MarketMakingEnv", "MarketMakingParams", "MarketMakingState"]
@@ -265,7 +265,7 @@ class MarketMakingEnv:
         p = self._params(params)
         fdt = p.s0.dtype
         u, z = self.step_noise(state)
-        offsets = jnp.clip(self._action(action).astype(fdt), 0.0, self.max_offset)
+        offsets = evaluated_once(jnp.clip(self._action(action).astype(fdt), 0.0, self.max_offset))
         es: MarketMakingState = state.env_state
         t = state.step_count
         dt = divide(p.total_time, self.n_steps)
