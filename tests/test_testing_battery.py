@@ -35,23 +35,24 @@ def eager_racer(key, state):
 RACE = {"deterministic": True, "policy": eager_racer, "marl_num_steps": 16}
 
 # name -> (factory, options, precisions). Every check of the battery must pass, or skip for
-# the stated reason. GridWorld itself runs in test_testing_star_import.py. The base envs
-# run in f32 and x64; the wrapper stacks are split between the two to bound the time.
+# the stated reason. GridWorld itself runs in test_testing_star_import.py (f32 and x64),
+# Race here in both; the other envs and wrapper stacks are split between the two
+# precisions to bound the time.
 ENVS = {
-    "MaskedGridWorld": (MaskedGridWorld, {}, (False, True)),
+    "MaskedGridWorld": (MaskedGridWorld, {}, (False,)),
     "Race": (Race, RACE, (False, True)),
     "AutoReset(TimeLimit(MaskedGridWorld))": (
         lambda: AutoResetWrapper(TimeLimit(MaskedGridWorld(), 4)),
         {},
-        (False,),
+        (True,),
     ),
     "AutoReset[next-step](TimeLimit(GridWorld))": (
         lambda: AutoResetWrapper(TimeLimit(GridWorld(), 3), mode="next-step"),
         {},
         (True,),
     ),
-    "Vmap(AutoReset(TimeLimit(GridWorld)), K=1)": (
-        lambda: VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 4)), 3, max_resets_per_step=1),
+    "Vmap(AutoReset(TimeLimit(GridWorld)))": (
+        lambda: VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 4)), 3),
         {},
         (True,),
     ),

@@ -375,9 +375,9 @@ def test_keepdims_broadcast_bug_only_shows_in_a_batch(x64):
     assert bool(err.expected) is False and bool(err.got) is True
     assert "leaks" in str(err) and f"step {err.step}" in str(err)
     assert "keepdims" in str(err)
-    if not x64:  # the same bug at batch size 1 is invisible; the fixed env passes at 8
+    if not x64:  # the same bug at batch size 1 is invisible
         check_batch_independence(VectorForager(1, keepdims=True), num_steps=10)
-        check_batch_independence(VectorForager(8, keepdims=False), num_steps=10)
+    # (vector envs without the bug pass: the VmapWrapper stacks of test_testing_battery.py)
 
 
 def test_misread_rng_slot_is_caught_by_the_reference(tmp_path, x64):
@@ -513,9 +513,7 @@ def test_env_that_ignores_its_key():
     err = info.value
     assert err.check == "check_env/key_sensitivity"
     assert "ignores its key" in str(err) and "4 identical trajectories" in str(err)
-    # Race uses no randomness: it fails unless declared deterministic (the battery runs it so)
-    with pytest.raises(CheckError, match="ignores its key"):
-        check_env(Race(), num_steps=4, checks=["determinism"])
+    # an env declared deterministic (as the battery declares Race) must not depend on its key
     with pytest.raises(CheckError, match="declared deterministic"):
         check_env(GridWorld(), num_steps=4, checks=["determinism"], deterministic=True)
 

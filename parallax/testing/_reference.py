@@ -117,14 +117,18 @@ class GymReference:
             scalar, anything else stays a NumPy array.
 
     Example:
-        >>> import gymnasium
+        sekai's CartPole as a reference (the docs page "The validation battery" compares it
+        with a JAX CartPole through `check_matches_reference`):
+
         >>> import numpy as np
+        >>> import sekai
         >>> from parallax.testing import GymReference
-        >>> ref = GymReference(gymnasium.make("CartPole-v1"), seed=lambda key: 0)
+        >>> ref = GymReference(sekai.make("CartPole-v1"), seed=lambda key: 0)
         >>> sorted(ref.reset(None, {}))
         ['observation', 'reward', 'termination', 'truncation']
-        >>> ref.step(np.int32(1))["termination"]
-        False
+        >>> record = ref.step(np.int32(1))
+        >>> record["reward"], record["termination"], record["observation"].dtype
+        (1.0, False, dtype('float32'))
     """
 
     def __init__(
@@ -315,7 +319,9 @@ def check_matches_reference(
             field (with element index) and both values; `dump_path` holds the JSON file with
             the actions and both trajectories of that episode up to the divergence.
 
-    Example (a NumPy reference of GridWorld that shares its randomness):
+    Example:
+        A NumPy reference of GridWorld that shares its randomness:
+
         >>> import jax, numpy as np
         >>> from parallax.envs import GridWorld
         >>> from parallax.testing import check_matches_reference
