@@ -4,7 +4,8 @@
   spaces, dynamics, rewards and info keys.
 - `MarketMakingParams`: its numeric parameters, a pytree that `reset`/`step` accept per call
   (vmap it for domain randomisation without a retrace).
-- `MarketMakingState`: the raw state (`mid`, `inventory`, `cash`, the episode key).
+- `MarketMakingState`: the raw state (`mid`, `inventory`, `cash`, the episode key, the next
+  step's draws).
 - `SLOTS`: the env's `parallax.rng` slot table.
 """
 
