@@ -21,7 +21,7 @@ import parallax
 from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
 from parallax.adapters import GymnaxAdapter, GymnaxEnvState, from_gymnax_space
 from parallax.spaces import Box, Discrete, PyTreeSpace
-from parallax.testing import check_batch_independence, check_env
+from parallax.testing import TRANSFORM_TOLERANCE, check_batch_independence, check_env
 
 NETWORK = {"MNISTBandit-bsuite": "downloads MNIST from the network when constructed"}
 NUM_STEPS = 6
@@ -142,7 +142,9 @@ def test_every_registered_env_keeps_the_contract_and_matches_gymnax(name):
 def test_passes_the_parallax_battery():
     adapter = GymnaxAdapter(_make("CartPole-v1")[0], _sweep_adapter("CartPole-v1").params)
     check_env(adapter, num_steps=8, num_keys=2)  # episodes end (time limit 4): driver resets
-    check_batch_independence(adapter, num_envs=3, num_steps=8)
+    # a batched and a solo program may round a float differently (XLA fuses them apart:
+    # CartPole's reset draw differs in the last bit), hence the transform tolerance
+    check_batch_independence(adapter, num_envs=3, num_steps=8, tolerance=TRANSFORM_TOLERANCE)
 
 
 @pytest.mark.parametrize("name", ["Catch-bsuite", "Pendulum-v1"])  # int / float obs
