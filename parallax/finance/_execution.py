@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,14 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._mm_common import divide, float_dtype, opaque, static_int
+from ._mm_common import (
+    ParamsMethods,
+    divide,
+    float_dtype,
+    numeric_action,
+    resolve_params,
+    static_int,
+)
 from ._validation import finite_number
 
 __all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExecutionState"]
@@ -41,7 +47,7 @@ SOLD_OUT = 1e-9
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class OptimalExecutionParams:
+class OptimalExecutionParams(ParamsMethods):
     """Numeric parameters of `OptimalExecutionEnv` (sekai's keyword names and defaults).
 
     Every field is a pytree leaf (a Python float or a scalar array), so a batch of params
@@ -73,17 +79,6 @@ class OptimalExecutionParams:
     temporary_impact: Any = 2.5e-6
     fixed_cost: Any = 0.0625
     risk_aversion: Any = 1e-6
-
-    def replace(self, **changes: Any) -> OptimalExecutionParams:
-        """A copy with the given fields changed."""
-        return dataclasses.replace(self, **changes)
-
-    def as_arrays(self) -> OptimalExecutionParams:
-        """Every field as an array of the default float dtype (float64 under x64)."""
-        dt = float_dtype()
-        return OptimalExecutionParams(
-            **{f.name: jnp.asarray(getattr(self, f.name), dt) for f in dataclasses.fields(self)}
-        )
 
 
 @jax.tree_util.register_dataclass
@@ -207,13 +202,7 @@ class OptimalExecutionEnv:
         return float(self.params.total_time) / self.n_steps
 
     def _params(self, params: OptimalExecutionParams | None) -> OptimalExecutionParams:
-        if params is None:
-            params = self.params
-        elif not isinstance(params, OptimalExecutionParams):
-            raise TypeError(
-                f"params must be an OptimalExecutionParams, got {type(params).__name__}"
-            )
-        return opaque(params.as_arrays())
+        return resolve_params(params, self.params, OptimalExecutionParams)
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: OptimalExecutionParams | None = None) -> State:
@@ -322,12 +311,7 @@ class OptimalExecutionEnv:
         )
 
     def _action(self, action: ArrayLike) -> Array:
-        a = jnp.asarray(action)
-        if not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
-            raise TypeError(f"action must be numeric, got dtype {a.dtype}")
-        if a.size != 1:
-            raise ValueError(f"action must hold 1 number (fraction to sell), got shape {a.shape}")
-        return a.reshape(())
+        return numeric_action(action, 1, "fraction to sell")[0]
 
     def _state(
         self,

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,15 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._mm_common import divide, evaluated_once, float_dtype, opaque, static_int
+from ._mm_common import (
+    ParamsMethods,
+    divide,
+    evaluated_once,
+    float_dtype,
+    numeric_action,
+    resolve_params,
+    static_int,
+)
 from ._validation import finite_number
 
 __all__ = ["SLOTS", "MarketMakingEnv", "MarketMakingParams", "MarketMakingState"]
@@ -39,7 +46,7 @@ is deterministic; each state carries the draws of the step that follows it."""
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class MarketMakingParams:
+class MarketMakingParams(ParamsMethods):
     """Numeric parameters of `MarketMakingEnv` (sekai's keyword names and defaults).
 
     Every field is a pytree leaf (a Python float or a scalar array), so a batch of params
@@ -67,17 +74,6 @@ class MarketMakingParams:
     fill_intensity: Any = 140.0
     fill_decay: Any = 1.5
     risk_aversion: Any = 0.1
-
-    def replace(self, **changes: Any) -> MarketMakingParams:
-        """A copy with the given fields changed."""
-        return dataclasses.replace(self, **changes)
-
-    def as_arrays(self) -> MarketMakingParams:
-        """Every field as an array of the default float dtype (float64 under x64)."""
-        dt = float_dtype()
-        return MarketMakingParams(
-            **{f.name: jnp.asarray(getattr(self, f.name), dt) for f in dataclasses.fields(self)}
-        )
 
 
 @jax.tree_util.register_dataclass
@@ -214,11 +210,7 @@ class MarketMakingEnv:
         return float(self.params.total_time) / self.n_steps
 
     def _params(self, params: MarketMakingParams | None) -> MarketMakingParams:
-        if params is None:
-            params = self.params
-        elif not isinstance(params, MarketMakingParams):
-            raise TypeError(f"params must be a MarketMakingParams, got {type(params).__name__}")
-        return opaque(params.as_arrays())
+        return resolve_params(params, self.params, MarketMakingParams)
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: MarketMakingParams | None = None) -> State:
@@ -358,14 +350,7 @@ class MarketMakingEnv:
         return _baselines.avellaneda_stoikov_policy(self, params)(state)
 
     def _action(self, action: ArrayLike) -> Array:
-        a = jnp.asarray(action)
-        if not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
-            raise TypeError(f"action must be numeric, got dtype {a.dtype}")
-        if a.size != 2:
-            raise ValueError(
-                f"action must hold 2 numbers (bid offset, ask offset), got shape {a.shape}"
-            )
-        return a.reshape(2)
+        return numeric_action(action, 2, "bid offset, ask offset")
 
     def _state(
         self,

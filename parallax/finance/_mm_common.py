@@ -2,6 +2,9 @@
 
 - `float_dtype()`: the default float dtype right now (float64 under x64, else float32).
 - `static_int(name, value)`: an int-valued shape/episode argument as a Python int.
+- `ParamsMethods`: `replace` and `as_arrays` for the frozen params dataclasses.
+- `resolve_params(params, default, cls)`: the params of one call, as opaque arrays.
+- `numeric_action(action, size, what)`: an action with `size` numbers, flattened.
 - `opaque(x)`: `x` hidden from XLA's algebraic simplifier (no constant folding through it).
 - `divide(x, d)`: `x / d` as a true division, also when `d` is a compile-time constant.
 - `evaluated_once(v)`: a vector unchanged, but computed once per step, not once per use.
@@ -16,14 +19,26 @@ barrier prevents; the tolerance rule of the differential tests allows for it.)
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike
 
-__all__ = ["divide", "evaluated_once", "float_dtype", "opaque", "static_int"]
+P = TypeVar("P", bound="ParamsMethods")
+
+__all__ = [
+    "ParamsMethods",
+    "divide",
+    "evaluated_once",
+    "float_dtype",
+    "numeric_action",
+    "opaque",
+    "resolve_params",
+    "static_int",
+]
 
 
 def float_dtype() -> np.dtype:
@@ -66,3 +81,46 @@ def evaluated_once(v: Array) -> Array:
     """
     eye = jnp.eye(v.shape[-1], dtype=v.dtype)
     return jnp.sum(v[..., :, None] * eye, axis=-2)
+
+
+class ParamsMethods:
+    """Methods shared by the params dataclasses (`MarketMakingParams`, ...)."""
+
+    def replace(self: P, **changes: Any) -> P:
+        """A copy with the given fields changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]  # a dataclass
+
+    def as_arrays(self: P) -> P:
+        """Every field as an array of the default float dtype (float64 under x64)."""
+        dt = float_dtype()
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]  # a dataclass
+        return self.replace(**{f.name: jnp.asarray(getattr(self, f.name), dt) for f in fields})
+
+
+def resolve_params(params: Any, default: P, cls: type[P]) -> P:
+    """`params` (or `default` when None) as opaque arrays of the default float dtype.
+
+    Raises:
+        TypeError: `params` is neither None nor a `cls`.
+    """
+    if params is None:
+        params = default
+    elif not isinstance(params, cls):
+        raise TypeError(f"params must be a {cls.__name__}, got {type(params).__name__}")
+    return opaque(params.as_arrays())
+
+
+def numeric_action(action: ArrayLike, size: int, what: str) -> Array:
+    """`action` flattened to `(size,)` (any shape with `size` numbers, as sekai accepts).
+
+    Raises:
+        TypeError: a non-numeric dtype. ValueError: another number of elements (`what` says
+            what the numbers are).
+    """
+    a = jnp.asarray(action)
+    if not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
+        raise TypeError(f"action must be numeric, got dtype {a.dtype}")
+    if a.size != size:
+        noun = "number" if size == 1 else "numbers"
+        raise ValueError(f"action must hold {size} {noun} ({what}), got shape {a.shape}")
+    return a.reshape(size)
