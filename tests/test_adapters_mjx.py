@@ -4,23 +4,21 @@ Reference: the wrappers playground's own training uses, `wrapper.wrap_for_brax_t
 without its outermost auto-reset (brax's `EpisodeWrapper(VmapWrapper(env))`: the time limit
 and action repeat, the terminal observation intact), driven with the raw keys the adapter
 documents and the same actions, inside one program: results must match exactly.
+
+An MJX program takes ~10 s of CPU to compile, so each env is compiled for one purpose:
+PointMass (which has metrics) is compared with playground, PendulumSwingup (the cheapest)
+runs the Parallax battery; the other tests only trace.
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-with warnings.catch_warnings():
-    # third-party noise: playground imports brax, which imports jaxopt, which warns that it
-    # is no longer maintained
-    warnings.filterwarnings("ignore", "JAXopt is no longer maintained", DeprecationWarning)
-    from mujoco_playground import MjxEnv, registry, wrapper
+from mujoco_playground import MjxEnv, registry, wrapper
 
 import parallax
 from parallax import VmapWrapper
@@ -30,6 +28,9 @@ from parallax.testing import TRANSFORM_TOLERANCE, check_batch_independence, chec
 
 NUM_ENVS = 3
 NUM_STEPS = 5
+
+# one worker runs this file, so the module fixtures (and their compilations) exist once
+pytestmark = pytest.mark.xdist_group("adapters_mjx")
 
 
 @pytest.fixture(scope="module")
@@ -108,16 +109,11 @@ def _compare_with_playground(adapter):
     return states
 
 
-def test_pendulum_matches_playground_training_wrappers(pendulum):
-    states = _compare_with_playground(pendulum)
-    # the config's episode_length (4 env steps) ends every episode on the 4th step
-    assert np.asarray(states.truncation)[3].all() and not np.asarray(states.truncation)[:3].any()
-
-
 def test_point_mass_matches_playground_training_wrappers(point_mass):
     states = _compare_with_playground(point_mass)
     assert set(states.info["metrics"]) == {"reward/near_target", "reward/small_control"}
-    assert np.asarray(states.truncation)[2].all()
+    # episode_length=3: every episode is truncated on the 3rd step
+    assert np.asarray(states.truncation)[2].all() and not np.asarray(states.truncation)[:2].any()
 
 
 class Compiled(parallax.Wrapper):
@@ -138,12 +134,28 @@ class Compiled(parallax.Wrapper):
         return self._step(state, action)
 
 
-def test_passes_the_parallax_battery(pendulum):
-    env = Compiled(pendulum)
-    check_env(env, num_steps=5, num_keys=2, disable_jit=False)
+@pytest.fixture(scope="module")
+def compiled_pendulum(pendulum):
+    return Compiled(pendulum)
+
+
+def test_time_limit_from_the_config_is_a_truncation(compiled_pendulum):
+    env = compiled_pendulum  # the config's episode_length is 4 (overridden via playground)
+    state = env.reset(key=jax.random.key(0))
+    flags = []
+    for _ in range(4):
+        state = env.step(state, jnp.ones(1))
+        flags.append((bool(state.termination), bool(state.truncation), int(state.step_count)))
+    assert flags == [(False, False, 1), (False, False, 2), (False, False, 3), (False, True, 4)]
+
+
+def test_passes_the_parallax_battery(compiled_pendulum):
+    check_env(compiled_pendulum, num_steps=5, num_keys=2, disable_jit=False)
     # MuJoCo's float sums are reassociated under vmap (e.g. cinert differs by 5e-12), so
     # the batch is compared with the transform tolerance, not bit for bit
-    check_batch_independence(env, num_envs=2, num_steps=5, tolerance=TRANSFORM_TOLERANCE)
+    check_batch_independence(
+        compiled_pendulum, num_envs=2, num_steps=5, tolerance=TRANSFORM_TOLERANCE
+    )
 
 
 def test_dtypes_are_fixed_with_and_without_x64(pendulum, x64):
