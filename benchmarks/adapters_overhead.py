@@ -134,7 +134,8 @@ def brax_case(n: int, num_steps: int):
         state = vec.step(state, _box_actions(key, n, size))
         return state, state.reward
 
-    raw_init = lambda key: raw.reset(jax.random.split(key, n))  # noqa: E731
+    # brax's wrappers need raw keys when batched (EpisodeWrapper reads `rng.shape[:-1]`)
+    raw_init = lambda key: raw.reset(jax.random.key_data(jax.random.split(key, n)))  # noqa: E731
     return (
         _scan(_standard(raw_init), _standard(raw_step), num_steps),
         _scan(lambda k: vec.reset(key=k), ours_step, num_steps),
@@ -161,7 +162,8 @@ def playground_case(n: int, num_steps: int):
         state = vec.step(state, _box_actions(key, n, size))
         return state, state.reward
 
-    raw_init = lambda key: raw.reset(jax.random.split(key, n))  # noqa: E731
+    # brax's wrappers need raw keys when batched (EpisodeWrapper reads `rng.shape[:-1]`)
+    raw_init = lambda key: raw.reset(jax.random.key_data(jax.random.split(key, n)))  # noqa: E731
     return (
         _scan(_standard(raw_init), _standard(raw_step), num_steps),
         _scan(lambda k: vec.reset(key=k), ours_step, num_steps),
