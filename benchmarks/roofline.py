@@ -258,7 +258,7 @@ def autoreset_probes(
 
     import parallax
     from parallax import AutoResetWrapper, VmapWrapper, rng
-    from parallax._bench import random_actions
+    from parallax._bench import action_scan, random_actions
     from parallax._wrappers import autoreset
 
     env = parallax.make(env_id, **kwargs)
@@ -269,7 +269,7 @@ def autoreset_probes(
 
         def roll(state: Any, start: jax.Array) -> Any:
             ts = start + jnp.arange(steps, dtype=jnp.uint32)
-            return jax.lax.scan(lambda s, t: (step(s, sample(ek, t)), None), state, ts)[0]
+            return action_scan(step, state, sample, ek, ts)[0]
 
         return [jax.jit(roll, donate_argnums=0).lower(state, jnp.uint32(0)).compile(), state]
 

@@ -8,6 +8,8 @@ Holds:
   `--json` prints;
 - `random_actions(space, num_envs)`: uniform random actions for a batch, drawn inside jit
   with `parallax.rng` (cheap, counter-based, no key splitting);
+- `action_scan(step, state, sample, episode_key, ts)`: the timed rollout, a `lax.scan` that
+  draws each step's action one iteration ahead and carries it;
 - `COMPETITORS`: what `--compare` accepts: `sekai` (sekai's native vector env, same
   process), `gymnax` (gymnax's own vmapped `env.step` with its internal auto-reset, same
   process) and `parallax-rl` (the published parallax-rl 0.4.0 stack, in a separate virtual
@@ -157,6 +159,63 @@ def _leaf_sampler(space: Any, num_envs: int, slot: int) -> ActionSampler:
     return sample_generic
 
 
+def action_scan(
+    step: Callable[[Any, Any], Any],
+    state: Any,
+    sample: ActionSampler,
+    episode_key: jax.Array,
+    ts: jax.Array,
+    *,
+    count_done: Callable[[Any], jax.Array] | None = None,
+) -> tuple[Any, jax.Array]:
+    """`lax.scan` of `step(state, action)` over the steps `ts`, with random actions.
+
+    The action of step `ts[i]` is drawn at the end of the previous iteration (the first one
+    before the loop) and carried in the scan, so it is one materialised array when the env
+    reads it, as a policy's output or sekai's sampled action would be. Drawn inside the
+    same iteration instead, XLA may fuse the draw into every kernel that reads the action
+    and recompute the counter hash in each (measured: Portfolio-v0's step ran 2x slower
+    that way); that cost belongs to the benchmark, not to the env.
+
+    Args:
+        step: `step(state, action) -> state`.
+        state: the first state.
+        sample: `sample(episode_key, t) -> action` (see `random_actions`).
+        episode_key: the `parallax.rng` key of the action draws.
+        ts: uint32 `(T,)`, the steps' counters.
+        count_done: `count_done(state) -> int32 ()`, summed over the steps (default:
+            `sum(state.done)`).
+
+    Returns:
+        `(last state, total of count_done)`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax import make_vec, rng
+        >>> vec = make_vec("GridWorld-v0", 4)
+        >>> sample = random_actions(vec.action_space, 4)
+        >>> ek = rng.episode_key(jax.random.key(1))
+        >>> state, ended = action_scan(
+        ...     vec.step, vec.reset(key=jax.random.key(0)), sample, ek,
+        ...     jnp.arange(3, dtype=jnp.uint32))
+        >>> int(state.step_count.max()) <= 3
+        True
+    """
+    if count_done is None:
+
+        def count_done(s: Any) -> jax.Array:
+            return jnp.sum(s.done, dtype=jnp.int32)
+
+    def body(carry: Any, t: jax.Array) -> tuple[Any, None]:
+        state, action, ended = carry
+        state = step(state, action)
+        return (state, sample(episode_key, t + 1), ended + count_done(state)), None
+
+    first = sample(episode_key, ts[0])
+    (state, _, ended), _ = jax.lax.scan(body, (state, first, jnp.zeros((), jnp.int32)), ts)
+    return state, ended
+
+
 # -- helpers --------------------------------------------------------------------------------
 def _tree_bytes(tree: Any) -> int:
     total = 0
@@ -237,16 +296,8 @@ class _ParallaxRunner:
         self.extra: dict[str, Any] = {}
 
     def _rollout(self, state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
-        vec, sample = self.vec, self.sample
-
-        def body(carry: Any, t: jax.Array) -> tuple[Any, None]:
-            state, ended = carry
-            state = vec.step(state, sample(episode_key, t))
-            return (state, ended + jnp.sum(state.done, dtype=jnp.int32)), None
-
         ts = start + jnp.arange(self.steps, dtype=jnp.uint32)
-        (state, ended), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.int32)), ts)
-        return state, ended
+        return action_scan(self.vec.step, state, self.sample, episode_key, ts)
 
     def prepare(self) -> float:
         from . import rng
@@ -380,18 +431,25 @@ class _GymnaxRunner:
         base = jax.random.key(self.seed + 1)
         step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-        def body(carry: Any, t: jax.Array) -> tuple[Any, None]:
-            env_state, ended = carry
+        def gymnax_step(carry: Any, action: Any) -> Any:
+            env_state, t, _ = carry
             keys = jax.random.split(jax.random.fold_in(base, t), n)
-            out = step(keys, env_state, self.sample(episode_key, t), params)
+            out = step(keys, env_state, action, params)
             # gymnax 1.0.1 returns (obs, state, reward, terminated, truncated, info);
             # older versions (obs, state, reward, done, info)
-            env_state = out[1]
             done = out[3] | out[4] if len(out) == 6 else out[3]
-            return (env_state, ended + jnp.sum(done, dtype=jnp.int32)), None
+            return out[1], t + 1, done
 
         ts = start + jnp.arange(self.steps, dtype=jnp.uint32)
-        (env_state, ended), _ = jax.lax.scan(body, (env_state, jnp.zeros((), jnp.int32)), ts)
+        first = (env_state, start, jnp.zeros((n,), jnp.bool_))
+        (env_state, _, _), ended = action_scan(
+            gymnax_step,
+            first,
+            self.sample,
+            episode_key,
+            ts,
+            count_done=lambda c: jnp.sum(c[2], dtype=jnp.int32),
+        )
         return env_state, ended
 
     def prepare(self) -> float:
