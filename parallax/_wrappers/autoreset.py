@@ -15,6 +15,12 @@ In the first two modes `info["final_observation"]` and `info["final_info"]` exis
 `reset` on (equal to the current observation and info when no episode has just ended), so
 the pytree structure never changes. Every episode starts from a reset drawn with a new key,
 derived from the finished episode's key.
+
+State that survives resets (`reset_uses_previous`): an env whose innermost layer declares
+`reset_uses_previous = True` gets the finished episode's state as
+`reset(key=..., previous=state)` on every auto-reset (a finance env's sequential walk
+through a history reads its last window there). Envs that do not declare it are reset
+exactly as before, with `key=` only.
 """
 
 from __future__ import annotations
@@ -26,13 +32,24 @@ import jax
 from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, MARLState, StateT
-from .base import Wrapper, is_vector_env
+from .base import Wrapper, is_vector_env, unwrap_layers
 
 AutoResetMode = Literal["same-step", "next-step", "off"]
 _MODES = ("same-step", "next-step", "off")
 FINAL_OBSERVATION = "final_observation"
 FINAL_INFO = "final_info"
 _RESET_SALT = 0x5EED
+
+
+def reset_uses_previous(env: Any) -> bool:
+    """Whether the innermost env of `env` reads `reset(key=..., previous=state)`.
+
+    An env opts in with a truthy `reset_uses_previous` attribute (class attribute or
+    property); `AutoResetWrapper` and `VmapWrapper` then pass the finished episode's state
+    (per env) to its resets. The wrappers between them and the env must pass keyword
+    arguments on, as `Wrapper.reset` does.
+    """
+    return bool(getattr(unwrap_layers(env)[-1], "reset_uses_previous", False))
 
 
 def _next_episode_key(key: KeyArray) -> KeyArray:
@@ -121,6 +138,12 @@ class AutoResetWrapper(Wrapper[StateT]):
         if self._vector:
             keys = jax.vmap(_next_episode_key)(key_source.key)
             return env.reset(key=keys, state=state, done=done)
+        if reset_uses_previous(env):
+            return jax.lax.cond(
+                done,
+                lambda: env.reset(key=_next_episode_key(key_source.key), previous=state),
+                lambda: state,
+            )
         return jax.lax.cond(
             done, lambda: env.reset(key=_next_episode_key(key_source.key)), lambda: state
         )

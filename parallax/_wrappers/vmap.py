@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, PyTree
 
 from .._core import Env, KeyArray, StateT
-from .base import Wrapper, check_positive_int
+from .base import Wrapper, check_positive_int, is_vector_env
 
 
 def _is_typed_key(key: Any) -> bool:
@@ -62,6 +62,11 @@ class VmapWrapper(Wrapper[StateT]):
 
     `VmapWrapper(AutoResetWrapper(env))` runs the auto-reset at batch level with these cheap
     paths (it computes exactly what `AutoResetWrapper(VmapWrapper(env))` computes).
+
+    A selective reset passes each reset env its own row of the old `state` as
+    `reset(key=..., previous=row)` when the env declares `reset_uses_previous` (state that
+    survives resets, such as a sequential walk through a price history); other envs get
+    `key=` only.
 
     Args:
         env: the environment to batch.
@@ -156,13 +161,25 @@ class VmapWrapper(Wrapper[StateT]):
         """Reset the envs where `done` with `key_fn(keys[i])` (or `keys[i]`), cheaply.
 
         `key_fn` is applied inside the reset branches, to the gathered keys only, so that a
-        step where no env is done derives no key at all.
+        step where no env is done derives no key at all. An env that declares
+        `reset_uses_previous` also gets its row of `state` as `previous=` (gathered with
+        the keys on the partial path); the others are reset with `key=` only.
         """
+        from .autoreset import reset_uses_previous
 
-        def reset(k: KeyArray) -> StateT:
-            return self.env.reset(key=k if key_fn is None else key_fn(k))
+        env: Any = self.env
+        # A nested vector env resets whole batches; `previous=` is for single envs.
+        with_previous = reset_uses_previous(env) and not is_vector_env(env)
+
+        def reset(k: KeyArray, previous: StateT | None = None) -> StateT:
+            k = k if key_fn is None else key_fn(k)
+            if previous is None:
+                return env.reset(key=k)
+            return env.reset(key=k, previous=previous)
 
         def reset_all() -> StateT:
+            if with_previous:
+                return _where_done(done, jax.vmap(reset)(keys, state), state)
             return _where_done(done, jax.vmap(reset)(keys), state)
 
         def keep() -> StateT:
@@ -174,7 +191,12 @@ class VmapWrapper(Wrapper[StateT]):
 
         def reset_some() -> StateT:
             (idx,) = jnp.nonzero(done, size=budget, fill_value=self.num_envs)
-            fresh = jax.vmap(reset)(keys[jnp.minimum(idx, self.num_envs - 1)])
+            rows = jnp.minimum(idx, self.num_envs - 1)
+            if with_previous:
+                previous = jax.tree.map(lambda s: s[rows], state)
+                fresh = jax.vmap(reset)(keys[rows], previous)
+            else:
+                fresh = jax.vmap(reset)(keys[rows])
             return jax.tree.map(lambda s, f: s.at[idx].set(f, mode="drop"), state, fresh)
 
         count = jnp.sum(done, dtype=jnp.int32)

@@ -3,8 +3,9 @@
 - `check_sources`: sekai's checks of the `prices=` / `data=` / `model=` arguments.
 - `HistoryEnv`: the base class with what both envs share: the price source, the sampler,
   the resolution of a per-reset `start` (sekai's `options={"start": ...}`), the window start
-  chosen at reset, the draws sekai would make (for differential tests), `sequential_starts`
-  and `with_params`.
+  chosen at reset (from `start`, the sampler, or for a sequential walk the `previous`
+  episode's window: `reset_uses_previous`), the draws sekai would make (for differential
+  tests), `sequential_starts` and `with_params`.
 - `cast_params(params, dtype)`: a params pytree with every leaf in the env's float dtype.
 - `info_timestamp`: the `timestamp` info value (decision row, or the step when simulated).
 """
@@ -90,6 +91,16 @@ class HistoryEnv:
 
     # -- starts ----------------------------------------------------------------------------
     @property
+    def reset_uses_previous(self) -> bool:
+        """Whether `reset(key=..., previous=state)` reads the finished episode's state.
+
+        True for a history walked by `SequentialStart`: the next window follows the previous
+        episode's. `AutoResetWrapper` and `VmapWrapper` pass `previous=` to the envs that
+        declare this (and only to them), so the walk survives auto-resets inside `jit`.
+        """
+        return not self.market.simulated and isinstance(self.sampler, SequentialStart)
+
+    @property
     def n_starts(self) -> int:
         """The number of episode windows in the history (1 for a simulated market)."""
         return self.market.n_starts
@@ -156,7 +167,10 @@ class HistoryEnv:
         return int(np.searchsorted(stamps, value, side="left"))
 
     def sequential_starts(self, count: int, sampler: SequentialStart | None = None) -> np.ndarray:
-        """First-decision rows of `count` consecutive episodes, for `reset(start=...)`.
+        """First-decision rows of `count` consecutive episodes, listed on the host.
+
+        The rows a sequential walk visits (inside `jit` the env walks them itself, from
+        `reset(previous=...)`); also usable as `reset(start=...)` rows.
 
         Args:
             count: how many episodes.
@@ -175,8 +189,12 @@ class HistoryEnv:
         positions = sampler.positions(self.market.n_starts, self.market.episode_length, count)
         return positions + self.market.lookback
 
-    def _window_start(self, episode_key: Array, start: Any) -> Array:
-        """The window start row for a reset: from `start` (a decision row) or the sampler."""
+    def _window_start(self, episode_key: Array, start: Any, previous: Any = None) -> Array:
+        """The window start row for a reset: from `start` (a decision row) or the sampler.
+
+        `previous` (a state of this env, or None) is read only by a sequential walk, which
+        starts the window after the previous episode's (`SequentialStart.next_position`).
+        """
         market = self.market
         if start is not None:
             if market.simulated:
@@ -199,6 +217,13 @@ class HistoryEnv:
         sampler = self.sampler
         if isinstance(sampler, RandomStart):
             return rng.randint(episode_key, 0, SLOTS.START, 0, market.n_starts, dtype=jnp.int32)
+        if isinstance(sampler, SequentialStart) and previous is not None:
+            # The window start row is the sampler's position (the first window is row 0).
+            return sampler.next_position(
+                previous.env_state.market.start,
+                n_valid=market.n_starts,
+                episode_length=market.episode_length,
+            )
         return jnp.asarray(sampler.start, jnp.int32)
 
     # -- differential testing --------------------------------------------------------------

@@ -309,7 +309,12 @@ class PortfolioEnv(HistoryEnv):
         return (market.start + self.lookback + t).astype(jnp.int32)
 
     def reset(
-        self, *, key: KeyArray, start: Any = None, params: PortfolioParams | None = None
+        self,
+        *,
+        key: KeyArray,
+        start: Any = None,
+        params: PortfolioParams | None = None,
+        previous: State | None = None,
     ) -> State:
         """Start an episode (all cash, value 1).
 
@@ -317,6 +322,9 @@ class PortfolioEnv(HistoryEnv):
             key: a PRNG key (typed or raw).
             start: optional first-decision row of a history (sekai's `options={"start": row}`).
             params: optional `PortfolioParams` (default `self.params`).
+            previous: optional state of the episode that just ended; a sequential sampler
+                starts the window after its window (`reset_uses_previous`; the auto-reset
+                wrappers pass it). Ignored by the other samplers and when `start` is given.
 
         Returns:
             The first `State`.
@@ -326,7 +334,7 @@ class PortfolioEnv(HistoryEnv):
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
-            self._window_start(ek, start),
+            self._window_start(ek, start, previous),
             mu=p.mu,
             sigma=p.sigma,
             s0=jnp.asarray(_S0, dtype),

@@ -1,13 +1,17 @@
 """Episode samplers: where in a price history each episode starts, and per-reset starts.
 
-- `RandomStart()`: a uniformly random window at every reset (one `parallax.rng.randint` draw,
-  slot `START`), sekai's default `sampler="random"`.
+- `RandomStart()`: a uniformly random window at every reset (one `parallax.rng.randint`
+  draw, slot `START`), sekai's default `sampler="random"`.
 - `FixedStart(start)`: the same window every episode (`sampler=int`).
-- `SequentialStart(start=0, stride=None)`: consecutive windows, for evaluation. A pure
-  `reset(key=...)` cannot remember the previous episode, so the walk is driven from the
-  host: `positions(...)` lists the windows sekai's sampler would hand out, and
-  `TradingEnv.sequential_starts` / `PortfolioEnv.sequential_starts` turn them into decision
-  rows to pass as `reset(key=..., start=row)`. A plain `reset(key=...)` uses the first one.
+- `SequentialStart(start=0, stride=None)`: consecutive windows, for evaluation; the walk
+  survives resets. An env with this sampler declares `reset_uses_previous = True`, and
+  `reset(key=..., previous=state)` starts the window after `state`'s (`next_position`):
+  `AutoResetWrapper` (same-step and next-step) and `VmapWrapper`'s selective resets pass the
+  finished episode's state, so each (sub-)env of `parallax.make_vec(..., sampler=
+  "sequential")` walks its own copy of the history from `start` and wraps around at the end,
+  as each sub-env of sekai's native vector env does with its `sampler.spawn()` copy. A
+  reset without `previous` (a fresh `reset(key=...)`) starts at the first window;
+  `positions(...)` lists the windows the walk hands out, on the host.
 - `as_sampler(x)`: `"random"`, `"sequential"`, an int, one of ours, or one of sekai's samplers.
 - `reset_with_start(env, key=..., start=...)`: reset a single env or a whole `VmapWrapper`
   batch (with its auto-reset and time-limit wrappers) with one first-decision row per
@@ -23,8 +27,9 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, Int, PyTree
 
 __all__ = [
     "FixedStart",
@@ -75,7 +80,12 @@ class SequentialStart:
 
     The first episode starts at position `start`, each later one `stride` positions on
     (default: the episode length). Handing out the last window that fits ends an epoch and
-    wraps to `start`.
+    wraps to `start`; rows after the last window that fits are not used. The walk is state
+    that survives resets: an env with this sampler reads the finished episode's window from
+    `reset(key=..., previous=state)` (the auto-reset and selective-reset wrappers pass it)
+    and starts the next one (`next_position`); a reset without `previous` starts at
+    `start`. Each env of a batch walks its own copy, as each sub-env of sekai's native
+    vector env walks its `sampler.spawn()` copy.
 
     Args:
         start: first position, an int >= 0.
@@ -84,6 +94,8 @@ class SequentialStart:
     Example:
         >>> SequentialStart(start=2, stride=5).positions(n_valid=14, episode_length=5, count=4)
         array([ 2,  7, 12,  2])
+        >>> int(SequentialStart(start=2, stride=5).next_position(12, n_valid=14, episode_length=5))
+        2
     """
 
     start: int = 0
@@ -104,6 +116,23 @@ class SequentialStart:
             object.__setattr__(self, "stride", int(self.stride))
         object.__setattr__(self, "start", int(self.start))
 
+    def episodes_per_epoch(self, n_valid: int, episode_length: int) -> int:
+        """How many episodes the walk hands out before it wraps to `start`.
+
+        Args:
+            n_valid: the number of valid windows.
+            episode_length: the default stride.
+
+        Raises:
+            ValueError: if `start >= n_valid`.
+        """
+        if self.start >= n_valid:
+            raise ValueError(
+                f"SequentialStart: start {self.start} is beyond the last window start {n_valid - 1}"
+            )
+        stride = self.stride or episode_length
+        return -(-(n_valid - self.start) // stride)  # ceil
+
     def positions(self, n_valid: int, episode_length: int, count: int) -> np.ndarray:
         """The first `count` window positions this sampler hands out.
 
@@ -118,14 +147,31 @@ class SequentialStart:
         Raises:
             ValueError: if `start >= n_valid`.
         """
-        if self.start >= n_valid:
-            raise ValueError(
-                f"SequentialStart: start {self.start} is beyond the last window start {n_valid - 1}"
-            )
+        per_epoch = self.episodes_per_epoch(n_valid, episode_length)
         stride = self.stride or episode_length
-        per_epoch = -(-(n_valid - self.start) // stride)  # ceil
         k = np.arange(count)
         return np.asarray(self.start + (k % per_epoch) * stride, dtype=np.int64)
+
+    def next_position(
+        self, position: Int[Array, ""] | int, *, n_valid: int, episode_length: int
+    ) -> Int[Array, ""]:
+        """The window after the one at `position`: `stride` on, or `start` past the last one.
+
+        sekai's rule (`SequentialStart.sample`): after handing out `p`, the next position
+        is `p + stride` if that is a valid window, else `start` (a new epoch). A pure
+        function of the previous window, so it runs inside `jit` and `vmap`.
+
+        Args:
+            position: the previous episode's window position (int, or a traced int32).
+            n_valid: the number of valid windows.
+            episode_length: the default stride.
+
+        Returns:
+            int32 `()`, the next window position.
+        """
+        stride = self.stride or episode_length
+        following = jnp.asarray(position, jnp.int32) + stride
+        return jnp.where(following < n_valid, following, jnp.int32(self.start))
 
 
 Sampler = RandomStart | FixedStart | SequentialStart

@@ -226,7 +226,12 @@ class TradingEnv(HistoryEnv):
         return (market.start + self.lookback + t).astype(jnp.int32)
 
     def reset(
-        self, *, key: KeyArray, start: Any = None, params: TradingParams | None = None
+        self,
+        *,
+        key: KeyArray,
+        start: Any = None,
+        params: TradingParams | None = None,
+        previous: State | None = None,
     ) -> State:
         """Start an episode.
 
@@ -236,6 +241,9 @@ class TradingEnv(HistoryEnv):
                 `options={"start": row}`); an int (negative counts from the end), a
                 timestamp, or a traced int32 scalar.
             params: optional `TradingParams` (default `self.params`).
+            previous: optional state of the episode that just ended; a sequential sampler
+                starts the window after its window (`reset_uses_previous`; the auto-reset
+                wrappers pass it). Ignored by the other samplers and when `start` is given.
 
         Returns:
             The first `State` (reward 0, flags False, step_count 0).
@@ -245,7 +253,7 @@ class TradingEnv(HistoryEnv):
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
-            self._window_start(ek, start),
+            self._window_start(ek, start, previous),
             mu=p.mu,
             sigma=p.sigma,
             s0=p.s0,
