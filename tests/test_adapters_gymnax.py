@@ -1,9 +1,17 @@
 """GymnaxAdapter against the real gymnax 1.0.1.
 
-Reference: gymnax's public `env.step(k, state, action, params)` (with its auto-reset) applied
-to the adapter's own pre-step state, with `k = jax.random.split(state.key)[1]`, the key the
-adapter documents. Ints, bools and floats must match exactly: both sides run the same
-`step_env` on the same inputs.
+Reference: gymnax itself, with the keys the adapter documents and the same actions:
+`reset(key=key)` is gymnax's `env.reset(jax.random.split(key)[1], params)` and step `t` is its
+public `env.step(k_t, state, action, params)` (auto-reset included) with
+`k_t = jax.random.fold_in(state.key, t)`. Two comparisons, inside one compiled program:
+
+- step by step: gymnax's `step` applied to the adapter's own pre-step state must give
+  bit-identical observations (its `info["final_observation"]`), rewards, flags and info:
+  both run the same `step_env` on the same inputs;
+- whole episode: gymnax driven on its own trajectory from its own reset must agree until its
+  first episode ends (its auto-reset then starts another): integers, bools and the reset
+  exactly, floats within `TRANSFORM_TOLERANCE`, because XLA may fuse the two float chains
+  differently (MountainCarContinuous' velocity differs by one ulp after two steps).
 """
 
 from __future__ import annotations
@@ -59,23 +67,49 @@ def _sweep_adapter(name):
     return GymnaxAdapter(env, default.replace(max_steps_in_episode=limit))
 
 
+def _gymnax_key(state):
+    """The `k` the adapter documents for gymnax's `step(k, ...)` on this state's step."""
+    return jax.random.fold_in(state.key, state.step_count)
+
+
 def _rollout(adapter, key):
     """Reset, then NUM_STEPS random steps (past the end of the episode: stepping a done
-    state is undefined for Parallax but deterministic for gymnax); alongside, gymnax's own
-    `step` on each pre-state with the key the adapter documents."""
-    gstep = _standard(adapter.env.step)
+    state is undefined for Parallax but deterministic for gymnax); alongside, gymnax's `step`
+    on the adapter's pre-step state, and gymnax's own `reset` and `step` on its own state."""
+    gstep, greset = _standard(adapter.env.step), _standard(adapter.env.reset)
 
-    def body(state, action_key):
+    def body(carry, action_key):
+        state, gymnax_state = carry
         action = adapter.action_space.sample(key=action_key)
-        _, gymnax_key = jax.random.split(state.key)
-        ref = gstep(gymnax_key, state.env_state.gymnax_state, action, state.env_state.params)
+        k, params = _gymnax_key(state), state.env_state.params  # params: run-time values
+        pre = gstep(k, state.env_state.gymnax_state, action, params)
+        own = gstep(k, gymnax_state, action, params)
         nxt = adapter.step(state, action)
-        return nxt, (nxt, ref)
+        return (nxt, own[1]), (nxt, pre, own)
 
     reset_key, actions_key = jax.random.split(key)
     first = adapter.reset(key=reset_key)
-    _, (states, ref) = jax.lax.scan(body, first, jax.random.split(actions_key, NUM_STEPS))
-    return first, states, ref
+    first_ref = greset(jax.random.split(reset_key)[1], adapter.params)
+    carry = (first, first_ref[1])
+    _, (states, pre, own) = jax.lax.scan(body, carry, jax.random.split(actions_key, NUM_STEPS))
+    return first, first_ref, states, pre, own
+
+
+def _assert_close(ours, theirs, what):
+    """Exact for integers and bools, `TRANSFORM_TOLERANCE` for floats."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    if np.issubdtype(ours.dtype, np.floating):
+        close = TRANSFORM_TOLERANCE.close(what, ours, theirs.astype(ours.dtype))
+        assert np.all(close), f"{what}: {ours[~close]} vs {theirs[~close]}"
+    else:
+        _assert_equal(ours, theirs, what)
+
+
+def _first_episode(states):
+    """Mask of the steps up to and including the first done (gymnax resets after it)."""
+    done = np.asarray(states.done)
+    assert done.any(), "the sweep's time limit ends every episode"
+    return np.arange(done.shape[0]) <= int(np.argmax(done))
 
 
 ROLLOUT = jax.jit(_rollout, static_argnums=0)
@@ -103,38 +137,53 @@ def _assert_equal(ours, theirs, what):
 def test_every_registered_env_keeps_the_contract_and_matches_gymnax(name):
     adapter = _sweep_adapter(name)
     assert isinstance(adapter, parallax.Env)
-    first, states, ref = ROLLOUT(adapter, jax.random.key(7))
-    # the reset state
+    first, first_ref, states, pre, own = ROLLOUT(adapter, jax.random.key(7))
+    # the reset state: gymnax's reset with the same key, the fixed dtypes
+    _assert_equal(first.observation, first_ref[0], "reset observation")
+    same = jax.tree.map(np.array_equal, first.env_state.gymnax_state, first_ref[1])
+    assert all(jax.tree.leaves(same)), "reset state"
     assert first.reward.dtype == jnp.float32 and float(first.reward) == 0.0
     assert first.termination.dtype == jnp.bool_ and not bool(first.termination)
     assert first.truncation.dtype == jnp.bool_ and not bool(first.truncation)
     assert first.step_count.dtype == jnp.int32 and int(first.step_count) == 0
-    # every step: the same tree, shapes and dtypes as the reset state
+    # every step: the same tree, shapes and dtypes as the reset state, the same episode key
     assert jax.tree.structure(states) == jax.tree.structure(first)
     assert _unstack_signature(states) == _signature(first)
     assert states.reward.shape == (NUM_STEPS,)
     np.testing.assert_array_equal(states.step_count, np.arange(1, NUM_STEPS + 1))
-    # identical to gymnax's step on the same state, key and action
-    _, _, reward, terminated, truncated, info = ref
+    keys = np.asarray(jax.random.key_data(states.key))
+    assert (keys == np.asarray(jax.random.key_data(first.key))).all()
+    # every step: identical to gymnax's step on the same state, key and action
+    _, _, reward, terminated, truncated, info = pre
     _assert_equal(states.observation, info["final_observation"], "terminal observation")
     _assert_equal(states.reward, np.asarray(reward).astype(np.float32), "reward")
     _assert_equal(states.termination, terminated, "termination")
     _assert_equal(states.truncation, np.asarray(truncated) & ~np.asarray(terminated), "trunc")
-    assert not np.any(states.termination & states.truncation)
     for key in info:
         if key in states.info:
             _assert_equal(states.info[key], info[key], f"info[{key!r}]")
-    # the time limit is a truncation unless the step terminated
+    # gymnax on its own trajectory agrees up to the end of its first episode
+    valid = _first_episode(states)
+    _, gymnax_states, reward, terminated, truncated, info = own
+    pick = lambda x: np.asarray(x)[valid]  # noqa: E731
+    _assert_close(pick(states.observation), pick(info["final_observation"]), "observation")
+    _assert_close(pick(states.reward), pick(reward).astype(np.float32), "reward")
+    _assert_equal(pick(states.termination), pick(terminated), "own termination")
+    _assert_equal(pick(states.truncation), pick(truncated) & ~pick(terminated), "own trunc")
+    before = np.arange(NUM_STEPS) < int(np.argmax(np.asarray(states.done)))
+    for ours, theirs in zip(
+        jax.tree.leaves(states.env_state.gymnax_state), jax.tree.leaves(gymnax_states), strict=True
+    ):
+        _assert_close(np.asarray(ours)[before], np.asarray(theirs)[before], "gymnax state")
+    # every step: never both flags; the time limit is a truncation unless the step terminated
+    assert not np.any(states.termination & states.truncation)
     expected = (np.asarray(states.step_count) >= MAX_STEPS) & ~np.asarray(states.termination)
     _assert_equal(states.truncation, expected, "truncation at the time limit")
     # observations up to the end of the first episode lie in the converted space (except
     # where gymnax's own space is wrong)
-    done = np.asarray(states.done)
-    assert done.any(), "the sweep's time limit ends every episode"
-    last = int(np.argmax(done))
     contains = jax.vmap(adapter.observation_space.contains)
     inside = bool(adapter.observation_space.contains(first.observation)) and bool(
-        np.all(np.asarray(contains(states.observation))[: last + 1])
+        np.all(np.asarray(contains(states.observation))[valid])
     )
     assert inside == (name not in GYMNAX_SPACE_DEFECTS), GYMNAX_SPACE_DEFECTS.get(name, name)
 
@@ -150,7 +199,7 @@ def test_passes_the_parallax_battery():
 @pytest.mark.parametrize("name", ["Catch-bsuite", "Pendulum-v1"])  # int / float obs
 def test_dtypes_are_fixed_with_and_without_x64(name, x64):
     adapter = _sweep_adapter(name)
-    first, states, ref = ROLLOUT(adapter, jax.random.key(7))  # f32: the sweep's compilation
+    first, _, states, ref, _ = ROLLOUT(adapter, jax.random.key(7))  # f32: the sweep's program
     obs_dtype = jax.dtypes.canonicalize_dtype(adapter.observation_space.dtype)
     assert first.observation.dtype == states.observation.dtype == obs_dtype
     assert states.reward.dtype == jnp.float32 and states.step_count.dtype == jnp.int32
@@ -168,7 +217,7 @@ def test_terminal_observation_is_kept_and_gymnax_would_reset():
     gstep = _standard(env.step)  # jitted by gymnax
     state = adapter.reset(key=jax.random.key(0))
     for _ in range(200):  # always pushing right tips the pole within ~10 steps
-        _, k = jax.random.split(state.key)
+        k = _gymnax_key(state)
         g_obs, _, _, g_term, _, g_info = gstep(k, state.env_state.gymnax_state, 1, params)
         state = step(state, jnp.int32(1))
         if bool(state.done):
@@ -200,7 +249,7 @@ def test_terminal_step_at_the_time_limit_is_a_termination():
     state = adapter.reset(key=jax.random.key(0))
     step, gstep = jax.jit(adapter.step), _standard(env.step)
     for _ in range(params.max_steps_in_episode):
-        _, k = jax.random.split(state.key)
+        k = _gymnax_key(state)
         ref = gstep(k, state.env_state.gymnax_state, jnp.int32(0), state.env_state.params)
         state = step(state, jnp.int32(0))
     assert bool(ref[3]) and bool(ref[4])  # gymnax: both
@@ -277,12 +326,8 @@ def test_params_can_be_vmapped_for_domain_randomisation():
     # each env used its own gravity: gymnax's step_env with that env's params agrees (up to
     # float rounding: the two programs are compiled separately, so XLA may fuse differently)
     ref = jax.jit(
-        jax.vmap(
-            lambda s, p, k: _standard(env.step_env)(
-                jax.random.split(jax.random.split(k)[1])[0], s, 1, p
-            )
-        )
-    )(prev.env_state.gymnax_state, batch, prev.key)
+        jax.vmap(lambda s, p, k: _standard(env.step_env)(jax.random.split(k)[0], s, 1, p))
+    )(prev.env_state.gymnax_state, batch, jax.vmap(_gymnax_key)(prev))
     np.testing.assert_allclose(states.observation, ref[0], rtol=1e-6, atol=1e-7)
     theta_dot = np.asarray(states.observation[:, 3])
     assert len(set(theta_dot.round(6).tolist())) == 4  # different physics per env
@@ -306,6 +351,22 @@ def test_vmap_wrapper_autoreset_and_scan():
     )(state)
     assert np.asarray(trunc)[4].all() and np.asarray(count)[4].tolist() == [0, 0, 0]
     assert final.shape == (6, 3, 4)
+
+
+def test_step_keeps_the_episode_key_and_a_deterministic_step_draws_no_key():
+    # the step key is fold_in(episode key, t): nothing is split and carried per step, and
+    # XLA drops the derivation where step_env ignores its key (CartPole), so the compiled
+    # step holds no threefry hash; a bandit, whose step_env draws, keeps it
+    counts = {}
+    for name in ("CartPole-v1", "BernoulliBandit-misc"):
+        adapter = GymnaxAdapter(_make(name)[0])
+        state = adapter.reset(key=jax.random.key(2))
+        action = adapter.action_space.sample(key=jax.random.key(3))
+        stepped = adapter.step(state, action)
+        _assert_equal(jax.random.key_data(stepped.key), jax.random.key_data(state.key), name)
+        hlo = jax.jit(adapter.step).lower(state, action).compile().as_text()
+        counts[name] = hlo.count("threefry")
+    assert counts["CartPole-v1"] == 0 and counts["BernoulliBandit-misc"] > 0, counts
 
 
 def test_isinstance_env_and_typed_and_raw_keys():

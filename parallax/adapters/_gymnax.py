@@ -7,10 +7,17 @@
 How a step is computed. gymnax's public `env.step(k, state, action, params)` splits `k`
 into a step key and a reset key, calls `step_env` with the step key, and replaces the
 outcome by a fresh reset when the episode ended (auto-reset). The adapter computes the same
-transition without the auto-reset: with `k = jax.random.split(state.key)[1]` it calls
-`step_env(jax.random.split(k)[0], ...)`, exactly the call gymnax's `step(k, ...)` makes, and
-returns its outcome as is, so the observation of the last step is the true terminal one.
-Restarting episodes is the job of `AutoResetWrapper`.
+transition without the auto-reset: with `k = jax.random.fold_in(state.key, state.step_count)`
+it calls `step_env(jax.random.split(k)[0], ...)`, exactly the call gymnax's `step(k, ...)`
+makes, and returns its outcome as is, so the observation of the last step is the true
+terminal one. Restarting episodes is the job of `AutoResetWrapper`.
+
+Keys. `state.key` is the episode's key: `reset(key=key)` keeps `jax.random.split(key)[0]`
+and gives gymnax `jax.random.split(key)[1]`; no step changes it. Step `t` derives its key
+from `(state.key, t)` with one `fold_in`, as Parallax's own environments derive their draws
+from the episode key and the step. No key is split and carried per step, so a deterministic
+env (CartPole, Acrobot, ...), whose `step_env` ignores its key, computes no random numbers
+at all: XLA removes the unused derivation.
 
 Termination and truncation. In gymnax 1.0.1 `step_env` returns the natural termination
 (`is_terminal` is an alias of `is_terminated` and no longer includes the time limit) and
@@ -266,8 +273,9 @@ class GymnaxAdapter:
         """
         env_state = state.env_state
         params = env_state.params
-        key, gymnax_key = jax.random.split(state.key)
-        step_key, _ = jax.random.split(gymnax_key)  # the split gymnax's own `step` makes
+        # the `k` of gymnax's `step(k, ...)` for this step; `step` gives `step_env` its first half
+        gymnax_key = jax.random.fold_in(state.key, state.step_count)
+        step_key, _ = jax.random.split(gymnax_key)
         with foreign_numerics():
             obs, gymnax_state, reward, terminated, info = self.env.step_env(
                 step_key, env_state.gymnax_state, action, params
@@ -283,7 +291,7 @@ class GymnaxAdapter:
             truncation=_scalar(time_limit, jnp.bool_) & ~termination,
             info=_like_info(dict(info), state.info),
             step_count=jnp.asarray(gymnax_state.time).astype(jnp.int32),
-            key=key,
+            key=state.key,
         )
 
     def __repr__(self) -> str:
