@@ -12,6 +12,8 @@ runs the Parallax battery; the other tests only trace.
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 
 import jax
@@ -174,7 +176,7 @@ def test_dtypes_are_fixed_with_and_without_x64(pendulum, x64):
     assert stepped.observation.shape == (NUM_ENVS, 3)
 
 
-def test_episode_length_comes_from_public_config_or_wrappers(pendulum):
+def test_episode_length_comes_from_public_config_or_wrappers(pendulum, caplog):
     env = pendulum.env
     assert isinstance(env, MjxEnv) and pendulum.config.episode_length == 4
     assert pendulum.episode_length == 4 and pendulum.action_repeat == 1
@@ -187,8 +189,20 @@ def test_episode_length_comes_from_public_config_or_wrappers(pendulum):
     assert stripped.env is env and (stripped.episode_length, stripped.action_repeat) == (77, 3)
     explicit = MJXAdapter(trained, episode_length=5, action_repeat=1)
     assert (explicit.episode_length, explicit.action_repeat) == (5, 1)
-    # no config, no wrapper: the env's private config is not read, so no time limit
-    assert MJXAdapter(env).episode_length is None
+    # no config, no wrapper: the env's private config is not read, so no time limit, and
+    # the user is told how to give one
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="parallax.adapters"):
+        bare = MJXAdapter(env)
+    assert bare.episode_length is None and bare.action_repeat == 1
+    assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.WARNING
+    assert re.search(r"no episode length for SwingUp.*episode_length=.*load", caplog.text)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="parallax.adapters"):
+        MJXAdapter(env, episode_length=9)
+        MJXAdapter(env, config=config)
+        MJXAdapter(trained)
+    assert caplog.records == []  # found somewhere public: nothing to say
 
 
 def test_only_public_attributes_of_the_env_are_read(pendulum):
@@ -205,7 +219,7 @@ def test_only_public_attributes_of_the_env_are_read(pendulum):
 
     spy = Spy.__new__(Spy)
     spy.__dict__.update(base.__dict__)
-    adapter = MJXAdapter(spy)
+    adapter = MJXAdapter(spy)  # logs "no episode length": _config is not read
     jax.eval_shape(lambda k: adapter.step(adapter.reset(key=k), jnp.zeros(1)), jax.random.key(0))
     assert touched, "the spy must see the adapter's reads"
     private = sorted({n for n in touched if n.startswith("_") and not n.startswith("__")})

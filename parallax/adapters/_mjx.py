@@ -1,18 +1,28 @@
 """`MJXAdapter`: a MuJoCo Playground environment as a Parallax environment.
 
-Playground environments carry their training settings (`episode_length`, `action_repeat`)
-in a `ConfigDict` that the environment itself keeps privately; the public way to reach it
-is the config you build the environment from, `registry.get_default_config(name)`. The
-adapter therefore takes the episode length, in this order, from: the `episode_length`
-argument; brax's `EpisodeWrapper` if the env comes wrapped for training
-(`wrapper.wrap_for_brax_training`), which the adapter removes; the public `config` passed
-to it. `MJXAdapter.load(name, ...)` (and `parallax.make("mjx/NAME")`) builds the env from
-that public config, so its episode length is always known. An env given without any of
-these has no time limit (wrap it in `TimeLimit`). The adapter never reads `env._config`.
+Where the episode length comes from. Playground environments carry their training settings
+(`episode_length`, `action_repeat`) in a `ConfigDict` that the environment keeps only in
+the private `env._config`: `MjxEnv`'s public surface (playground 0.2) is `reset`, `step`,
+`action_size`, `observation_size`, `dt`, `sim_dt`, `n_substeps`, `mj_model`, `mjx_model`,
+`xml_path`, `model_assets`, `render` and `unwrapped`, none of which holds it. The public
+source is the config the env is built from, `registry.get_default_config(name)`, which is
+also where playground's own training code reads `episode_length` (its `brax_ppo_config`).
+The adapter therefore takes the episode length, in this order, from:
+
+1. the `episode_length` argument;
+2. brax's `EpisodeWrapper`, when the env comes wrapped for training
+   (`wrapper.wrap_for_brax_training`), which the adapter removes;
+3. the public `config` passed to it (`config.episode_length`).
+
+`MJXAdapter.load(name, ...)` (and `parallax.make("mjx/NAME")`) builds the env from that
+public config, so its episode length is always known. An env given without any of these
+gets no time limit, and the adapter logs a warning (logger `parallax.adapters._mjx`) that
+says how to give one. The adapter never reads `env._config`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import jax
@@ -23,6 +33,8 @@ from ._imports import require
 from ._physics import EpisodeAdapter, strip_training_wrappers
 
 __all__ = ["MJXAdapter"]
+
+_log = logging.getLogger(__name__)
 
 
 def _playground() -> Any:
@@ -42,7 +54,8 @@ class MJXAdapter(EpisodeAdapter):
             `wrapper.wrap_for_brax_training` (its auto-reset, vmap and episode wrappers are
             removed; domain-randomisation wrappers are refused).
         episode_length: positive int, the time limit in env steps; see the module
-            docstring for where it comes from when `None`.
+            docstring for where it comes from when `None` (when it is found nowhere,
+            the env has no time limit and a warning is logged).
         action_repeat: positive int; `None`: the removed `EpisodeWrapper`'s, else
             `config.action_repeat`, else 1.
         config: the public `ConfigDict` the env was built from (e.g.
@@ -56,6 +69,12 @@ class MJXAdapter(EpisodeAdapter):
         action_space: `Box(-1, 1, (action_size,))`, the range playground's policies emit.
 
     The state: `env_state` is playground's `State`; `info["metrics"]` holds its `metrics`.
+
+    Raises:
+        ImportError: MuJoCo Playground is not installed (`pip install parallax-rl[mjx]`).
+        TypeError: `env` is not a playground `MjxEnv` (or training wrappers around one).
+        ValueError: a bad `episode_length` / `action_repeat`, or wrappers that cannot be
+            removed (domain randomisation, or a removable wrapper below a custom one).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -109,6 +128,17 @@ class MJXAdapter(EpisodeAdapter):
         self.episode_length, self.action_repeat = episode_settings(
             "MJXAdapter", episode_length, action_repeat, found_length, found_repeat
         )
+        if self.episode_length is None:
+            # a logged warning, not `warnings.warn`: the parallax-rl documentation's own
+            # example adapts a bare env, and must run cleanly where warnings are errors
+            _log.warning(
+                "MJXAdapter: no episode length for %s, so the env has no time limit. "
+                "Playground keeps it in the env's private _config, which the adapter does "
+                "not read; pass episode_length=..., or config= (the config the env was "
+                "built from, e.g. registry.get_default_config(name)), or build the env with "
+                "MJXAdapter.load(name)",
+                type(base).__name__,
+            )
 
         def reset_shapes(key: Any) -> Any:
             with foreign_numerics():
