@@ -3,7 +3,7 @@
 Reference: gymnax itself, with the keys the adapter documents and the same actions:
 `reset(key=key)` is gymnax's `env.reset(jax.random.split(key)[1], params)` and step `t` is its
 public `env.step(k_t, state, action, params)` (auto-reset included) with
-`k_t = jax.random.fold_in(state.key, t)`. Two comparisons, inside one compiled program:
+`k_t = jax.random.fold_in(state.key, t | 2**31)`. Two comparisons, inside one compiled program:
 
 - step by step: gymnax's `step` applied to the adapter's own pre-step state must give
   bit-identical observations (its `info["final_observation"]`), rewards, flags and info:
@@ -69,7 +69,8 @@ def _sweep_adapter(name):
 
 def _gymnax_key(state):
     """The `k` the adapter documents for gymnax's `step(k, ...)` on this state's step."""
-    return jax.random.fold_in(state.key, state.step_count)
+    data = jnp.asarray(state.step_count).astype(jnp.uint32) | jnp.uint32(1 << 31)
+    return jax.random.fold_in(state.key, data)
 
 
 def _rollout(adapter, key):
@@ -400,3 +401,18 @@ def test_docstring_examples_run():
             module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
         )
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_no_step_key_equals_the_next_episode_key():
+    # AutoResetWrapper starts the next episode with fold_in(episode key, 0x5EED); the step key
+    # of step 0x5EED must not be that key (the adapter sets the folded word's top bit).
+    from parallax._wrappers.autoreset import _next_episode_key
+    from parallax.adapters._gymnax import step_key_of
+
+    key = jax.random.key(3)
+    steps = jnp.arange(0, 1 << 16, dtype=jnp.int32)
+    step_keys = jax.vmap(lambda t: jax.random.key_data(step_key_of(key, t)))(steps)
+    reset_key = jax.random.key_data(_next_episode_key(key))
+    assert not bool(jnp.any(jnp.all(step_keys == reset_key[None, :], axis=-1)))
+    # without the top bit, step 0x5EED would collide
+    assert bool(jnp.all(jax.random.key_data(jax.random.fold_in(key, 0x5EED)) == reset_key))

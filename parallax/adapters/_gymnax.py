@@ -7,15 +7,17 @@
 How a step is computed. gymnax's public `env.step(k, state, action, params)` splits `k`
 into a step key and a reset key, calls `step_env` with the step key, and replaces the
 outcome by a fresh reset when the episode ended (auto-reset). The adapter computes the same
-transition without the auto-reset: with `k = jax.random.fold_in(state.key, state.step_count)`
-it calls `step_env(jax.random.split(k)[0], ...)`, exactly the call gymnax's `step(k, ...)`
+transition without the auto-reset: with `k = jax.random.fold_in(state.key, t | 2**31)` (`t`
+the step count as uint32) it calls `step_env(jax.random.split(k)[0], ...)`, exactly the call gymnax's `step(k, ...)`
 makes, and returns its outcome as is, so the observation of the last step is the true
 terminal one. Restarting episodes is the job of `AutoResetWrapper`.
 
 Keys. `state.key` is the episode's key: `reset(key=key)` keeps `jax.random.split(key)[0]`
 and gives gymnax `jax.random.split(key)[1]`; no step changes it. Step `t` derives its key
 from `(state.key, t)` with one `fold_in`, as Parallax's own environments derive their draws
-from the episode key and the step. No key is split and carried per step, so a deterministic
+from the episode key and the step. The top bit of the folded-in word is set, so no step key
+can equal the next episode's key, which `AutoResetWrapper` folds in from the same episode
+key with a small constant. No key is split and carried per step, so a deterministic
 env (CartPole, Acrobot, ...), whose `step_env` ignores its key, computes no random numbers
 at all: XLA removes the unused derivation.
 
@@ -60,6 +62,20 @@ from ._common import cast_to_space, foreign_numerics, like, strong
 from ._imports import require
 
 __all__ = ["GymnaxAdapter", "GymnaxEnvState", "from_gymnax_space"]
+
+
+_STEP_BIT = np.uint32(1 << 31)
+
+
+def step_key_of(episode_key: Any, step_count: Any) -> Any:
+    """The `k` of gymnax's `step(k, ...)` at step `step_count` of the episode keyed `episode_key`.
+
+    `fold_in(episode_key, t | 2**31)`: the top bit keeps every step key apart from the
+    next-episode key `AutoResetWrapper` derives from the same episode key (a `fold_in` of a
+    small constant).
+    """
+    data = jnp.asarray(step_count).astype(jnp.uint32) | _STEP_BIT
+    return jax.random.fold_in(episode_key, data)
 
 
 def _gymnax(needed_by: str = "GymnaxAdapter") -> Any:
@@ -274,7 +290,7 @@ class GymnaxAdapter:
         env_state = state.env_state
         params = env_state.params
         # the `k` of gymnax's `step(k, ...)` for this step; `step` gives `step_env` its first half
-        gymnax_key = jax.random.fold_in(state.key, state.step_count)
+        gymnax_key = step_key_of(state.key, state.step_count)
         step_key, _ = jax.random.split(gymnax_key)
         with foreign_numerics():
             obs, gymnax_state, reward, terminated, info = self.env.step_env(
