@@ -32,10 +32,12 @@ env finished (`lax.cond`) and otherwise resets with a fresh key.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -226,6 +228,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--steps", type=int, default=None, help="scan length")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="N in {16, 256}, short scans")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON to PATH")
     args = parser.parse_args(argv)
     sizes = tuple(args.sizes) if args.sizes else ((16, 256) if args.quick else (16, 1024, 4096))
     steps = args.steps or (20 if args.quick else 100)
@@ -245,6 +248,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for name in args.cases:
         title, build, case_sizes, case_steps = builders[name]
         rows.extend(run(Case(title, build, case_sizes, case_steps), args.repeats))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows
 
 
