@@ -137,6 +137,7 @@ JOBS: dict[str, list[str]] = {
     "ppo_learning": [PY, "benchmarks/ppo_learning.py", "--seeds", "1"],
     "roofline": [PY, "benchmarks/roofline.py", "--num-envs", "4096", "--json", "{out}"],
     "scaling": [PY, "benchmarks/scaling.py", "--json", "{out}"],
+    "profile_step": [PY, "benchmarks/profile_step.py", "--json", "{out}"],
     "autoreset_probes": [
         PY,
         "benchmarks/roofline.py",
