@@ -117,7 +117,9 @@ def describe(hlo: str, kernel: str) -> str:
         if op_name:
             parts = [p for p in op_name.group(1).split("/")[1:] if "jit(" in p]
             names[parts[-1] if parts else op_name.group(1).split("/")[-1]] += 1
-    return ", ".join(n for n, _ in names.most_common(3))
+    described = ", ".join(n for n, _ in names.most_common(3))
+    opcode = re.search(r" ([a-z][a-z0-9-]*)\(", line.split(" = ", 1)[-1])
+    return described or (opcode.group(1) if opcode else "not in the program text")
 
 
 def top_kernels(compiled: Any, args: tuple[Any, ...], steps: int, top: int) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""The scripts in `benchmarks/` run and report what they claim, at tiny sizes.
+
+Nothing here asserts on speed: only that the comparisons count the same work on both
+sides and that the profile reads the compiled program correctly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_profile_step_counts_the_reset_conditional_only_in_the_auto_resetting_stack(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "profile.json"
+    profile_step = load("profile_step")
+    argv = ["Trading-v0", "--num-envs", "8", "--steps", "12", "--repeats", "1", "--top", "3"]
+    assert profile_step.main([*argv, "--json", str(out)]) == 0
+    (result,) = json.loads(out.read_text())
+    full, bare = result["full"], result["bare"]
+    # the no-reset path of make_vec's step runs inside one conditional; vmap(step) has none
+    assert full["kernels_per_step"].get("conditional") == 1
+    assert "conditional" not in bare["kernels_per_step"]
+    assert sum(full["kernels_per_step"].values()) > sum(bare["kernels_per_step"].values())
+    for part in (full, bare):
+        top = part["profile"]["top"]
+        assert 1 <= len(top) <= 3
+        assert all(0.0 < k["share"] <= 1.0 and k["what"] for k in top)
+        assert [k["share"] for k in top] == sorted((k["share"] for k in top), reverse=True)
+    assert full["profile"]["conditional_share"] > 0.0
+    assert bare["profile"]["conditional_share"] == 0.0
+
+
+def test_kernels_per_step_rejects_a_program_without_that_scan() -> None:
+    profile_step = load("profile_step")
+    with pytest.raises(RuntimeError, match="no while loop with 7 iterations"):
+        profile_step.kernels_per_step("ENTRY %main () -> f32[] {\n}\n", 7)
+
+
+def test_finance_vs_sekai_times_the_same_episodes_on_both_sides(tmp_path: Path) -> None:
+    pytest.importorskip("sekai", reason="sekai is a test extra (pip install parallax-rl[test])")
+    out = tmp_path / "fvs.json"
+    finance_vs_sekai = load("finance_vs_sekai")
+    argv = ["--ids", "Trading-v0", "--num-envs", "4", "--steps", "100", "--sekai-steps", "100"]
+    argv += ["--min-seconds", "1e9", "--rounds", "1", "--json", str(out)]
+    assert finance_vs_sekai.main(argv) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["id"] == "Trading-v0" and row["num_envs"] == 4
+    (round_,) = row["rounds"]
+    ours, native = round_["parallax"], round_["sekai_native"]
+    assert ours["steps"] == native["steps"] == 100
+    # 50-step episodes: every env ends two inside the 100 steps, on both sides
+    assert ours["episodes_ended"] == native["episodes_ended"] == 4 * 2
+    assert row["ratio_vs_native"] == pytest.approx(
+        ours["steps_per_s"] / native["steps_per_s"], rel=1e-9
+    )
