@@ -5,7 +5,8 @@ For each env id and batch size N, in the same run on the same machine:
 - parallax: `parallax.make_vec(id, N, **kwargs)` (auto-reset on, same-step), uniform random
   actions drawn with `parallax.rng` inside a jitted `lax.scan` of `--steps` steps (each
   step's action drawn one iteration ahead and carried: `parallax._bench.action_scan`), timed
-  after a warm-up call that compiles it. Episodes are short (see `ENV_KWARGS`), so many end inside the run.
+  after a warm-up call that compiles it. Episodes are short (`ENV_KWARGS` in `_common.py`),
+  so many end inside the run.
 - sekai native: `sekai.make_vec(id, N, vectorization_mode="native", **kwargs)`, random actions
   from `batch_action_space` (as `sekai bench` does), stepped from Python.
 - sekai sync: the same with `vectorization_mode="sync"` (N Python envs).
@@ -37,15 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ALL_IDS = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0")
+from _common import ENV_KWARGS
 
-# Short episodes, so that auto-resets happen inside the timed run; the same for both sides.
-ENV_KWARGS: dict[str, dict[str, Any]] = {
-    "Trading-v0": {"episode_length": 50},
-    "Portfolio-v0": {"episode_length": 50},
-    "MarketMaking-v0": {"n_steps": 50},
-    "OptimalExecution-v0": {"n_steps": 25},
-}
+ALL_IDS = tuple(ENV_KWARGS)
 
 
 def _action_sampler(space: Any, num_envs: int) -> Any:

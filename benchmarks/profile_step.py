@@ -38,18 +38,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from _common import ENV_KWARGS
 
 import parallax
 from parallax import rng
 from parallax._bench import action_scan, random_actions
 
-# short episodes, so that episodes end inside the run (as in the sekai comparisons)
-ENV_KWARGS: dict[str, dict[str, Any]] = {
-    "Trading-v0": {"episode_length": 50},
-    "Portfolio-v0": {"episode_length": 50},
-    "MarketMaking-v0": {"n_steps": 50},
-    "OptimalExecution-v0": {"n_steps": 25},
-}
 _SKIP_OPS = {"get-tuple-element", "tuple", "parameter", "constant", "bitcast"}
 
 
@@ -98,13 +92,13 @@ def kernels_per_step(hlo: str, scan_length: int) -> dict[str, int]:
     return dict(count(loop.group(1)).most_common())
 
 
-def describe(hlo: str, kernel: str) -> str:
+def describe(comps: dict[str, list[str]], kernel: str) -> str:
     """What a kernel computes, from the names JAX recorded in its HLO metadata.
 
-    The named functions (`jit(name)`) its instructions came from, most frequent first, or
-    for a copy the operand it copies.
+    `comps` is the program's computations (`_computations`). The named functions
+    (`jit(name)`) the kernel's instructions came from, most frequent first, or for a copy
+    the operand it copies.
     """
-    comps = _computations(hlo)
     line = next((ln for c in comps.values() for ln in c if f"%{kernel} = " in ln), "")
     if " copy(" in line:
         shape = line.split(" = ", 1)[1].split(" ", 1)[0]
@@ -207,14 +201,16 @@ def profile(env_id: str, num_envs: int, steps: int, repeats: int, top: int) -> d
         ),
     }
     for name, (compiled, state) in programs.items():
+        hlo = compiled.as_text()
+        comps = _computations(hlo)
+        profiled = top_kernels(compiled, (state, jax.random.key(0)), steps, top)
+        for kernel in profiled["top"]:
+            kernel["what"] = describe(comps, kernel["kernel"])
         result[name] = {
             "steps_per_s": num_envs * steps / statistics.median(seconds[name]),
-            "kernels_per_step": kernels_per_step(compiled.as_text(), steps),
-            "profile": top_kernels(compiled, (state, jax.random.key(0)), steps, top),
+            "kernels_per_step": kernels_per_step(hlo, steps),
+            "profile": profiled,
         }
-        hlo = compiled.as_text()
-        for kernel in result[name]["profile"]["top"]:
-            kernel["what"] = describe(hlo, kernel["kernel"])
     return result
 
 

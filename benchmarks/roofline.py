@@ -37,15 +37,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from _common import ENV_KWARGS
 
-IDS = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0")
-# short episodes, so that resets happen inside the run (as in finance_vs_sekai.py)
-ENV_KWARGS: dict[str, dict[str, Any]] = {
-    "Trading-v0": {"episode_length": 50},
-    "Portfolio-v0": {"episode_length": 50},
-    "MarketMaking-v0": {"n_steps": 50},
-    "OptimalExecution-v0": {"n_steps": 25},
-}
+IDS = tuple(ENV_KWARGS)
 
 
 def _best_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:

@@ -20,15 +20,10 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-IDS = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0")
-ENV_KWARGS: dict[str, dict[str, Any]] = {
-    "Trading-v0": {"episode_length": 50},
-    "Portfolio-v0": {"episode_length": 50},
-    "MarketMaking-v0": {"n_steps": 50},
-    "OptimalExecution-v0": {"n_steps": 25},
-}
+from _common import ENV_KWARGS
+
+IDS = tuple(ENV_KWARGS)
 
 
 def steps_for(num_envs: int, budget_log2: int = 19) -> int:
