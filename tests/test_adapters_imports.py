@@ -60,10 +60,10 @@ def test_adapters_import_without_any_optional_library(monkeypatch):
         (adapters.GymnasiumVectorEnv, "gymnasium"),
     ]
     for cls, extra in cases:
-        with pytest.raises(ImportError, match=rf"pip install parallax-rl\[{extra}\]") as info:
+        with pytest.raises(ImportError, match=rf"pip install \"parallax-rl\[{extra}\] @ git\+https://") as info:
             cls(object())
         assert isinstance(info.value.__cause__, ModuleNotFoundError)
-    with pytest.raises(ImportError, match=r"pip install parallax-rl\[gymnasium\]"):
+    with pytest.raises(ImportError, match=r"pip install \"parallax-rl\[gymnasium\] @ git\+https://"):
         adapters.to_gymnasium_space(None)
 
 
@@ -74,7 +74,8 @@ def test_missing_library_names_the_extra(monkeypatch):
     with pytest.raises(ImportError) as info:
         GymnaxAdapter(object())
     assert str(info.value) == (
-        "GymnaxAdapter needs gymnax, which is not installed: pip install parallax-rl[gymnax]"
+        "GymnaxAdapter needs gymnax, which is not installed: "
+        'pip install "parallax-rl[gymnax] @ git+https://github.com/parallax-rl/parallax"'
     )
     assert info.value.name == "gymnax"
 
@@ -84,14 +85,14 @@ def test_registry_listing_skips_missing_libraries(monkeypatch):
     from parallax.adapters import _registry
 
     for names in (_registry.gymnax_names, _registry.brax_names, _registry.mjx_names):
-        with pytest.raises(ImportError, match="pip install parallax-rl"):
+        with pytest.raises(ImportError, match=r"pip install \"parallax-rl\["):
             names()
     ids = parallax.registered_ids()
     assert "GridWorld-v0" in ids
     assert not any(i.split("/")[0] in ("gymnax", "brax", "mjx") for i in ids)
-    with pytest.raises(ImportError, match=r"pip install parallax-rl\[gymnax\]"):
+    with pytest.raises(ImportError, match=r"pip install \"parallax-rl\[gymnax\] @ git\+https://"):
         parallax.make("gymnax/CartPole-v1")
-    with pytest.raises(ImportError, match=r"pip install parallax-rl\[mjx\]"):
+    with pytest.raises(ImportError, match=r"pip install \"parallax-rl\[mjx\] @ git\+https://"):
         parallax.make("mjx/CartpoleBalance")
 
 

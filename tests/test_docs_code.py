@@ -29,3 +29,45 @@ def test_python_blocks_run(page: pathlib.Path):
     for number, block in enumerate(FENCE.findall(page.read_text()), start=1):
         name = f"{page.relative_to(ROOT)} block {number}"
         exec(compile(block, name, "exec", dont_inherit=True), namespace)
+
+
+def fence_problems(text: str) -> list[str]:
+    """Lines where a code fence is not alone on its line, or a fence left open at the end.
+
+    Markdown closes a fence only on a line holding nothing but the fence, so text after a
+    closing fence silently turns the rest of the page into code (and `mkdocs --strict` does
+    not notice).
+    """
+    problems, open_at = [], None
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if "```" not in stripped:
+            continue
+        if not stripped.startswith("```"):
+            problems.append(f"line {number}: a fence after other text: {stripped[:60]!r}")
+        elif open_at is None:
+            open_at = number
+        elif stripped == "```":
+            open_at = None
+        else:
+            problems.append(f"line {number}: text after a closing fence: {stripped[:60]!r}")
+    if open_at is not None:
+        problems.append(f"line {open_at}: a fence that never closes")
+    return problems
+
+
+ALL_PAGES = sorted([*DOCS.rglob("*.md"), ROOT / "README.md"])
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_fence_closes_on_its_own_line(page: pathlib.Path):
+    assert fence_problems(page.read_text()) == []
+
+
+def test_the_fence_check_catches_text_after_a_closing_fence():
+    broken = "```python\nx = 1\n``` More prose.\n\nstill prose\n"
+    assert fence_problems(broken) == [
+        "line 3: text after a closing fence: '``` More prose.'",
+        "line 1: a fence that never closes",
+    ]
+    assert fence_problems("```python\nx = 1\n```\n") == []

@@ -15,7 +15,7 @@ Also: `from_gymnax_space`, `to_gymnasium_space`, and the `env_state` types `Gymn
 
 Importing this package never imports an optional library. The adapters import theirs when
 they are built and, when it is missing, raise an `ImportError` that names the extra to
-install (`pip install parallax-rl[gymnax]`). `GymnasiumEnv` / `GymnasiumVectorEnv` subclass
+install (`pip install "parallax-rl[gymnax] @ git+<source>"`). `GymnasiumEnv` / `GymnasiumVectorEnv` subclass
 Gymnasium's classes, so they are resolved on first access; without Gymnasium they resolve to
 stand-ins whose construction raises that `ImportError`.
 """

@@ -50,7 +50,7 @@ class BraxAdapter(EpisodeAdapter):
     (`jax.random.key`) and raw keys both work, batched or not: brax receives raw keys.
 
     Raises:
-        ImportError: brax is not installed (`pip install parallax-rl[brax]`).
+        ImportError: brax is not installed (the message names the `brax` extra to install).
         TypeError: `env` is not a brax `Env`.
         ValueError: a bad `episode_length` / `action_repeat`, or wrappers that cannot be
             removed (domain randomisation, or a removable wrapper below a custom one).

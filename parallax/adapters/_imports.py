@@ -12,12 +12,18 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from .._project import install_command
+
 __all__ = ["install_hint", "require"]
 
 
 def install_hint(extra: str) -> str:
-    """The pip command that installs the optional dependency group `extra`."""
-    return f"pip install parallax-rl[{extra}]"
+    """The pip command that installs the optional dependency group `extra` of this version.
+
+    It names the source repository: `pip install parallax-rl[...]` from PyPI would install an
+    older, unrelated release of the same name.
+    """
+    return install_command([extra])
 
 
 def require(module: str, *, extra: str, needed_by: str = "this adapter") -> ModuleType:
@@ -33,7 +39,7 @@ def require(module: str, *, extra: str, needed_by: str = "this adapter") -> Modu
 
     Raises:
         ImportError: `module` (or its top-level package) is not installed; the message
-            ends with `pip install parallax-rl[<extra>]`.
+            ends with `pip install "parallax-rl[<extra>] @ git+<source>"`.
 
     Example:
         >>> from parallax.adapters._imports import require
@@ -43,7 +49,7 @@ def require(module: str, *, extra: str, needed_by: str = "this adapter") -> Modu
         ...     require("surely_not_installed_lib", extra="gymnax", needed_by="GymnaxAdapter")
         ... except ImportError as error:
         ...     print(error)
-        GymnaxAdapter needs surely_not_installed_lib, which is not installed: pip install parallax-rl[gymnax]
+        GymnaxAdapter needs surely_not_installed_lib, which is not installed: pip install "parallax-rl[gymnax] @ git+https://github.com/parallax-rl/parallax"
     """
     top = module.split(".", 1)[0]
     try:

@@ -71,7 +71,7 @@ class MJXAdapter(EpisodeAdapter):
     The state: `env_state` is playground's `State`; `info["metrics"]` holds its `metrics`.
 
     Raises:
-        ImportError: MuJoCo Playground is not installed (`pip install parallax-rl[mjx]`).
+        ImportError: MuJoCo Playground is not installed (the message names the `mjx` extra to install).
         TypeError: `env` is not a playground `MjxEnv` (or training wrappers around one).
         ValueError: a bad `episode_length` / `action_repeat`, or wrappers that cannot be
             removed (domain randomisation, or a removable wrapper below a custom one).
