@@ -288,3 +288,29 @@ def test_docstring_examples_run():
             module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
         )
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+@pytest.mark.parametrize("backend", ["cpu", "tpu"])
+def test_load_picks_an_implementation_that_runs_on_the_backend(monkeypatch, backend):
+    # playground's default is MuJoCo Warp, NVIDIA-only: on a CPU or a TPU (faked here, as a
+    # Colab TPU runtime reports it) the adapter must build the pure-JAX implementation
+    assert registry.get_default_config("CartpoleBalance").impl == "warp"
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    env = MJXAdapter.load("CartpoleBalance", episode_length=2)
+    assert env.env._config.impl == "jax"
+
+
+def test_warp_is_kept_only_where_it_runs():
+    from parallax.adapters._mjx import implementation_for, warp_runs_on
+
+    assert warp_runs_on("gpu") and warp_runs_on("cuda")
+    assert not any(warp_runs_on(b) for b in ("cpu", "tpu", "rocm", "METAL"))
+    assert implementation_for("gpu", "warp") == "warp"
+    assert implementation_for("tpu", "warp") == "jax"
+    assert implementation_for("tpu", "jax") == "jax"
+
+
+def test_an_explicit_warp_off_an_nvidia_gpu_is_refused(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    with pytest.raises(ValueError, match=r"impl'\]='warp' needs an NVIDIA GPU.*'tpu'"):
+        MJXAdapter.load("CartpoleBalance", config_overrides={"impl": "warp"})

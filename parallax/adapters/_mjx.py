@@ -46,6 +46,40 @@ def _config_value(config: Any, name: str) -> Any:
     return config.get(name) if hasattr(config, "get") else getattr(config, name, None)
 
 
+def warp_runs_on(backend: str) -> bool:
+    """Whether MuJoCo Warp (playground's `impl="warp"`) runs on JAX backend `backend`.
+
+    Warp compiles CUDA kernels, so only JAX's `"gpu"`/`"cuda"` backend on NVIDIA hardware
+    runs it; `"cpu"`, `"tpu"`, `"rocm"` and `"METAL"` do not.
+    """
+    return backend.lower() in ("gpu", "cuda") and not _is_rocm()
+
+
+def _is_rocm() -> bool:
+    try:
+        return "rocm" in str(jax.devices()[0].client.platform_version).lower()
+    except Exception:  # no device query possible: assume the common NVIDIA case
+        return False
+
+
+def implementation_for(backend: str, configured: str) -> str:
+    """The MJX implementation to build with on `backend`, given the config's `configured` one.
+
+    The configured implementation is kept when it runs there; `"warp"` off an NVIDIA GPU
+    becomes `"jax"`, the pure-JAX implementation that runs on every backend.
+
+    Example:
+        >>> from parallax.adapters._mjx import implementation_for
+        >>> implementation_for("tpu", "warp"), implementation_for("cpu", "warp")
+        ('jax', 'jax')
+        >>> implementation_for("tpu", "jax")
+        'jax'
+    """
+    if configured == "warp" and not warp_runs_on(backend):
+        return "jax"
+    return configured
+
+
 class MJXAdapter(EpisodeAdapter):
     """A MuJoCo Playground (MJX) environment as a Parallax environment.
 
@@ -166,8 +200,9 @@ class MJXAdapter(EpisodeAdapter):
                 `"CartpoleBalance"`.
             config: the config to build from; `None` for `registry.get_default_config(name)`.
             config_overrides: flattened overrides (`{"impl": "jax"}`), applied by playground.
-                On a CPU-only JAX the default `impl` is `"jax"` unless overridden: playground's
-                default `"warp"` compiles its kernels for minutes on a CPU.
+                Unless `impl` is overridden, the adapter picks one that exists on JAX's default
+                backend (`implementation_for`): playground's default `"warp"` (MuJoCo Warp)
+                runs only on NVIDIA GPUs, so on a CPU, a TPU or another GPU it picks `"jax"`.
             episode_length, action_repeat: override the config's values.
 
         Returns:
@@ -180,11 +215,19 @@ class MJXAdapter(EpisodeAdapter):
                 f"got {name!r}"
             )
         overrides = dict(config_overrides or {})
+        backend = jax.default_backend()
+        if overrides.get("impl") == "warp" and not warp_runs_on(backend):
+            raise ValueError(
+                f"MJXAdapter.load: config_overrides['impl']='warp' needs an NVIDIA GPU (MuJoCo "
+                f"Warp), but JAX's default backend is {backend!r}; use 'jax' (runs everywhere)"
+            )
         with foreign_numerics():
             if config is None:
                 config = registry.get_default_config(name)
-                if "impl" not in overrides and "impl" in config and jax.default_backend() == "cpu":
-                    overrides["impl"] = "jax"
+            if "impl" not in overrides and "impl" in config:
+                chosen = implementation_for(backend, str(config.impl))
+                if chosen != config.impl:
+                    overrides["impl"] = chosen
             env = registry.load(name, config=config, config_overrides=overrides or None)
         # playground applies the overrides to this config object, and some envs adjust it
         # while building (e.g. vision cartpole shortens episode_length), so read it now.
