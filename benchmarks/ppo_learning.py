@@ -1,4 +1,4 @@
-"""Full PPO runs of `examples/ppo.py`: learning curves and final scores for the docs.
+"""Full PPO runs of `parallax.train`: learning curves and final scores for the docs.
 
 For each environment, trains `--seeds` seeds in one `jit(vmap(train))`, evaluates every
 trained policy (deterministic actions) against a random policy and, for the finance envs,
@@ -17,11 +17,9 @@ Usage (a few minutes per env on a laptop CPU; gymnax/CartPole-v1 needs gymnax):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import pathlib
 import platform
-import sys
 import time
 import warnings
 from typing import Any
@@ -34,14 +32,9 @@ DEFAULT_ENVS = ("OptimalExecution-v0", "MarketMaking-v0", "gymnax/CartPole-v1")
 
 
 def _load_ppo() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "parallax_example_ppo", ROOT / "examples" / "ppo.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    from parallax import train
+
+    return train
 
 
 def run_env(ppo: Any, env_id: str, seeds: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 1. Jitted `lax.scan` rollouts of thousands of vmapped environments (4096 copies of each
    finance env and of GridWorld, random actions), with their throughput in env steps/s.
-2. A short PPO training (`examples/ppo.py`, the whole training in one `jit`) on
+2. A short PPO training (`parallax.train`, the whole training in one `jit`) on
    OptimalExecution-v0, with a progress bar and the learning progress, ending with the
    trained policy against the closed-form Almgren-Chriss schedule, selling everything at
    once and a random policy, on the same episodes.
@@ -14,9 +14,6 @@ PPO lives in `examples/`).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import pathlib
-import sys
 import time
 from typing import Any
 
@@ -35,19 +32,9 @@ THROUGHPUT_ENVS = (
 
 
 def _load_ppo() -> Any:
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "ppo.py"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"the demo's PPO is {path}, which this installation lacks: run the demo from a "
-            "source checkout (make demo)"
-        )
-    spec = importlib.util.spec_from_file_location("parallax_example_ppo", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always loads
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    from . import train
+
+    return train
 
 
 def throughput(env_id: str, num_envs: int, num_steps: int) -> tuple[float, float]:

@@ -26,15 +26,18 @@ from nbformat.v4 import new_code_cell, new_output
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "notebooks"
 NAMES = ("quickstart", "validate_your_env", "adapters", "finance_ppo")
-COLAB = "https://colab.research.google.com/github/parallax-rl/parallax/blob/main/notebooks/{}.ipynb"
 PROBE = "import sys\nprint('KERNEL_EXECUTABLE=' + sys.executable)"
 
 
-def _strip_module():
-    spec = importlib.util.spec_from_file_location("strip_outputs", FOLDER / "strip_outputs.py")
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, FOLDER / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _strip_module():
+    return _script("strip_outputs")
 
 
 def _text(cell) -> str:
@@ -113,14 +116,40 @@ def test_finance_ppo_small_run_beats_random_and_selling_at_once():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_is_stored_stripped_with_badge_and_install_cell(name):
+def test_notebook_is_stored_stripped_with_badge_install_and_device_cells(name):
     nb = nbformat.read(FOLDER / f"{name}.ipynb", as_version=4)
     nbformat.validate(nb)
     assert _strip_module().problems(nb) == [], f"run: python notebooks/strip_outputs.py {name}"
-    assert COLAB.format(name) in nb.cells[0].source, "the first cell carries the Colab badge"
-    install = [c for c in nb.cells if "install" in c.metadata.get("tags", [])]
-    assert len(install) == 1 and 'find_spec("parallax") is None' in install[0].source
+    sync = _script("sync_notebooks")
+    source = sync.source_url()
+    assert sync.colab_url(source, name) in nb.cells[0].source, "the first cell has the badge"
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    install = tags.index(["install"])
+    assert tags[install + 1] == ["device"], "the device cell follows the install cell"
+    assert f'@ git+{source}"' in nb.cells[install].source
+    assert 'find_spec("parallax") is None' in nb.cells[install].source
+    assert "jax.devices()" in nb.cells[install + 1].source
     assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_generated_cells_match_pyproject():
+    assert _script("sync_notebooks").main(["--check"]) == 0, (
+        "run: python notebooks/sync_notebooks.py"
+    )
+
+
+def test_generated_cells_follow_the_source_address():
+    sync = _script("sync_notebooks")
+    nb = nbformat.read(FOLDER / "quickstart.ipynb", as_version=4)
+    moved = sync.synced(nb, "quickstart", "https://github.com/someone/fork")
+    badge = (
+        "https://colab.research.google.com/github/someone/fork/blob/main/notebooks/quickstart.ipynb"
+    )
+    assert badge in moved.cells[0].source
+    assert "@ git+https://github.com/someone/fork" in "".join(c.source for c in moved.cells)
+    assert "parallax-rl/parallax" not in "".join(c.source for c in moved.cells)
+    with pytest.raises(ValueError, match="must be a GitHub repository"):
+        sync.synced(nb, "quickstart", "https://example.org/parallax")
 
 
 def test_strip_outputs_strips_and_checks(tmp_path):

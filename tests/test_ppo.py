@@ -1,28 +1,20 @@
-"""`examples/ppo.py`: GAE bootstraps correctly, and a tiny PPO run, vmapped over two seeds in
+"""`parallax.train` (the PPO): GAE bootstraps correctly, and a tiny PPO run, vmapped over two seeds in
 one jit, clearly beats both a random policy and its own untrained policy on
 OptimalExecution-v0 (scored on the same episodes as the Almgren-Chriss baseline)."""
 
 from __future__ import annotations
-
-import importlib.util
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-PPO_PATH = pathlib.Path(__file__).resolve().parents[1] / "examples" / "ppo.py"
-
 
 @pytest.fixture(scope="module")
 def ppo():
-    spec = importlib.util.spec_from_file_location("parallax_example_ppo", PPO_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    from parallax import train
+
+    return train
 
 
 def test_gae_bootstraps_on_truncation_not_on_termination(ppo):
