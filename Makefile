@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: test demo install lint typecheck pytest docs bench clean
+.PHONY: test demo install lint typecheck pytest docs bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +36,13 @@ test: lint typecheck pytest docs
 demo: $(STAMP)
 	$(BIN)/python -m parallax._demo
 
+# the wheel and the sdist, built offline with .venv's setuptools (the test extra pins it)
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .jax_cache site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jax_cache site dist build .pytest_cache .mypy_cache .ruff_cache
