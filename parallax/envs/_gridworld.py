@@ -11,6 +11,7 @@ from jaxtyping import Array, Bool, PRNGKeyArray
 
 from .. import _spaces as spaces
 from .._core import State
+from . import _render
 
 SIZE = 4.0  # positions are in [0, SIZE] on both axes
 _MOVES = ((0.0, 1.0), (0.0, -1.0), (1.0, 0.0), (-1.0, 0.0))  # up, down, right, left
@@ -30,6 +31,8 @@ class GridWorld:
     - Action: `Discrete(4)` (up, down, right, left); moves into the wall are clipped.
     - Reward: `exp(-|pos - goal|)`; terminates on reaching the goal. Never truncates (wrap it
       in `TimeLimit`).
+    - `render(state)`: an RGB picture of the grid (`uint8 (80, 80, 3)`; the agent blue, the
+      goal green, +y up), pure `jnp`, so `jax.vmap(env.render)` renders a trajectory.
 
     Example:
         >>> import jax
@@ -73,6 +76,34 @@ class GridWorld:
             step_count=state.step_count + 1,
             key=state.key,
         )
+
+    def render(self, state: State, *, cell_pixels: int = 16) -> Array:
+        """The grid as an RGB image, `uint8 (5 * cell_pixels, 5 * cell_pixels, 3)`.
+
+        The agent is a blue square, the goal a green one (the agent hides the goal once it
+        stands on it); `+y` points up. Pure `jnp`: jit-able, and vmappable over states.
+
+        Example:
+            >>> import jax
+            >>> from parallax.envs import GridWorld
+            >>> env = GridWorld()
+            >>> image = env.render(env.reset(key=jax.random.key(0)))
+            >>> image.shape, image.dtype.name, image[-8, 8].tolist()  # the agent at (0, 0)
+            ((80, 80, 3), 'uint8', [31, 119, 180])
+        """
+        cell_pixels = _render.check_cell_pixels(cell_pixels)
+        n = int(SIZE) + 1
+        row, row_inside = _render.cells(n, cell_pixels)
+        col, col_inside = _render.cells(n, cell_pixels)
+        y = (n - 1) - row[:, None]  # image rows run downwards, +y upwards
+        x = col[None, :]
+        inside = row_inside[:, None] & col_inside[None, :]
+        pos = jnp.round(state.env_state.pos).astype(jnp.int32)
+        goal = jnp.round(state.env_state.goal).astype(jnp.int32)
+        image = _render.canvas(n * cell_pixels, n * cell_pixels)
+        image = _render.paint(image, _render.grid_lines(n, n, cell_pixels), _render.GRID)
+        image = _render.paint(image, inside & (x == goal[0]) & (y == goal[1]), _render.GOAL)
+        return _render.paint(image, inside & (x == pos[0]) & (y == pos[1]), _render.AGENT)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
