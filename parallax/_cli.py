@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module and is imported only when used:
 `parallax list` (here), `parallax check` (`parallax.testing._cli`), `parallax bench`
-(`parallax._bench`).
+(`parallax._bench`). `check` and `bench` get every argument after their name and parse
+them with their own parsers; `parallax --version` and `parallax list` import no jax.
 """
 
 from __future__ import annotations
@@ -11,18 +12,55 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-_SUBCOMMANDS = {
-    "check": ("parallax.testing._cli", "run the validation battery on an env id or module:factory"),
-    "bench": ("parallax._bench", "time a jitted lax.scan rollout, optionally against a competitor"),
+__all__ = ["DefaultsHelpFormatter", "main"]
+
+_FORWARDED = {
+    "check": (
+        "parallax.testing._cli",
+        "run the validation battery on an env id or module:factory (see `parallax check -h`)",
+    ),
+    "bench": (
+        "parallax._bench",
+        "time a jitted lax.scan rollout, optionally against a competitor (see `parallax bench -h`)",
+    ),
 }
+
+_EPILOG = """examples:
+  parallax list                      every id (adapter ids of the installed libraries too)
+  parallax list --spaces             ... and each env's observation and action spaces
+  parallax check GridWorld-v0        the validation battery, in float32 and float64
+  parallax bench GridWorld-v0 --num-envs 1024 --compare sekai
+"""
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` shows each option's default, except where it says nothing (None, False, [])
+    or the help text already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or any(default is nothing for nothing in (None, False, argparse.SUPPRESS))
+            or default == []
+            or "%(default)" in text
+            or "(default" in text
+        ):
+            return action.help
+        shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ._registry import make, registered_ids
+    from ._ids import UNSUPPORTED, listed_ids
 
-    for env_id in registered_ids(include_namespaces=not args.no_namespaces):
+    for env_id in listed_ids(include_namespaces=not args.no_namespaces):
         if args.spaces:
+            from ._registry import make
+
             try:
                 env = make(env_id)
                 print(
@@ -30,32 +68,65 @@ def _list(args: argparse.Namespace) -> int:
                 )
             except Exception as error:  # a listing must not stop at one broken entry
                 print(f"{env_id}\n    (cannot build: {type(error).__name__}: {error})")
+        elif env_id in UNSUPPORTED:
+            print(f"{env_id}  (unsupported: {UNSUPPORTED[env_id]})")
         else:
             print(env_id)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `parallax` console script."""
-    parser = argparse.ArgumentParser(prog="parallax", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_list = sub.add_parser("list", help="list every registered env id")
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="parallax",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"parallax {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p_list = sub.add_parser(
+        "list",
+        help="list every registered env id (--spaces: also build each env, print its spaces)",
+        description="List every registered env id: the builtin ids, then the adapter ids "
+        "(gymnax/, brax/, mjx/) of the libraries that are installed.",
+    )
     p_list.add_argument(
-        "--spaces", action="store_true", help="also build each env and print its spaces"
+        "--spaces", action="store_true", help="also build each env and print its spaces (slow)"
     )
     p_list.add_argument(
         "--no-namespaces", action="store_true", help="skip adapter ids (gymnax/, brax/, mjx/)"
     )
-    p_list.set_defaults(func=_list)
-    for name, (module, help_text) in _SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(module=module)
-    args, extra = parser.parse_known_args(argv)
-    if hasattr(args, "func"):
-        return int(args.func(args))
-    run = importlib.import_module(args.module).main
-    return int(run([*args.rest, *extra]))
+    p_list.set_defaults(func=_list, parser=p_list)
+    for name, (_, help_text) in _FORWARDED.items():
+        # main() hands their arguments over unparsed; argparse sees them only when an option
+        # comes before the command
+        forwarded = sub.add_parser(name, help=help_text, add_help=False)
+        forwarded.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def _forward(command: str, argv: list[str]) -> int:
+    run: Any = importlib.import_module(_FORWARDED[command][0]).main
+    return int(run(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `parallax` console script; returns the exit code.
+
+    Unknown options are usage errors (exit code 2), for every subcommand.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in _FORWARDED:
+        return _forward(args_list[0], args_list[1:])
+    parser = _parser()
+    args, unknown = parser.parse_known_args(args_list)
+    if args.command in _FORWARDED:
+        return _forward(args.command, [*unknown, *args.rest])
+    if unknown:  # what parse_args would say, with the usage of the subcommand
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return int(args.func(args))
 
 
 if __name__ == "__main__":

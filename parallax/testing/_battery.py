@@ -232,6 +232,7 @@ def run_battery(
     checks: Iterable[str] = BATTERY_CHECKS,
     options: Mapping[str, Any] | None = None,
     reference_options: Mapping[str, Any] | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Run the battery checks on one env (in the current `jax_enable_x64` mode).
 
@@ -243,6 +244,8 @@ def run_battery(
         checks: names from `BATTERY_CHECKS`.
         options: see `Battery`.
         reference_options: see `Battery`.
+        on_outcome: called with each `Outcome` as soon as its check ends (progress
+            reporting: `parallax check` prints a line per check with it).
 
     Returns:
         One `Outcome` per check, in the order given.
@@ -266,7 +269,12 @@ def run_battery(
         dict(options or {}),
         dict(reference_options or {}),
     )
-    return [battery.outcome(name) for name in names]
+    outcomes = []
+    for name in names:
+        outcomes.append(battery.outcome(name))
+        if on_outcome is not None:
+            on_outcome(outcomes[-1])
+    return outcomes
 
 
 def x64_enabled() -> bool:
