@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._wrappers.autoreset import AutoResetMode, AutoResetWrapper
+from ._validate import KeywordError, check_keywords, closest, keyword_message, keywords_of
+from ._wrappers.autoreset import AutoResetMode, VmapAutoResetWrapper
 from ._wrappers.base import check_positive_int
 from ._wrappers.time_limit import TimeLimit
 from ._wrappers.vmap import VmapWrapper
@@ -106,27 +107,62 @@ def spec(id: str) -> EnvSpec:
         raise KeyError(_unknown(id)) from None
 
 
-def _unknown(id: str) -> str:
-    import difflib
+def _unknown(id: str, also: list[str] | tuple[str, ...] = ()) -> str:
+    from ._ids import listed_ids
 
-    close = difflib.get_close_matches(id, list(_REGISTRY), n=3)
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-    return f"no environment registered as {id!r}{hint} (see parallax.registered_ids())"
+    hint = closest(id, {*_REGISTRY, *listed_ids(), *also})
+    return (
+        f"no environment registered as {id!r}{hint} (run `parallax list` to see the registered ids)"
+    )
+
+
+def _check_id(id: Any, owner: str) -> str:
+    if not isinstance(id, str):
+        raise TypeError(
+            f"{owner}: id must be a string such as 'GridWorld-v0' or 'gymnax/CartPole-v1' "
+            f"(run `parallax list` to see them), got {id!r}"
+        )
+    return id
+
+
+def _namespace_names(namespace: str) -> list[str] | None:
+    """The names the namespace's library lists now, or `None` (no lister, not installed)."""
+    lister = _NAMESPACES[namespace][1]
+    if lister is None:
+        return None
+    try:
+        return list(_load(lister)())
+    except ImportError:
+        return None  # the factory raises the ImportError that names the extra
 
 
 def make(id: str, **kwargs: Any) -> Any:
     """Build the environment registered as `id`, with keyword overrides.
+
+    Raises:
+        TypeError: `id` is not a string, or a keyword argument the environment does not
+            take (the message lists those it takes and suggests the closest).
+        KeyError: no such id (the message suggests the closest registered ids).
 
     Example:
         >>> import parallax
         >>> parallax.make("GridWorld-v0")
         GridWorld()
     """
+    id = _check_id(id, "make")
     if id in _REGISTRY:
         entry = _REGISTRY[id]
-        return entry.load()(**{**entry.kwargs, **kwargs})
+        factory = entry.load()
+        accepted = keywords_of(factory)
+        if accepted is not None:
+            target = getattr(factory, "__name__", repr(factory))
+            check_keywords(kwargs, accepted, f"make({id!r})", target)
+        return factory(**{**entry.kwargs, **kwargs})
     namespace, sep, name = id.partition("/")
     if sep and namespace in _NAMESPACES:
+        names = _namespace_names(namespace)
+        if names is not None and name not in names:
+            raise KeyError(_unknown(id, [f"{namespace}/{n}" for n in names]))
         return _load(_NAMESPACES[namespace][0])(name, **kwargs)
     raise KeyError(_unknown(id))
 
@@ -139,8 +175,12 @@ def make_vec(
     *,
     max_resets_per_step: int | str | None = "auto",
     **kwargs: Any,
-) -> VmapWrapper[Any]:
-    """A batch of `num_envs` copies of `id`: `VmapWrapper(AutoResetWrapper(TimeLimit(env)))`.
+) -> VmapWrapper[Any] | VmapAutoResetWrapper[Any]:
+    """A batch of `num_envs` copies of `id`: `VmapAutoResetWrapper(TimeLimit(env), num_envs)`.
+
+    With auto-reset on, the stack is `VmapAutoResetWrapper -> VmapWrapper -> TimeLimit ->
+    env` (batch-level auto-reset: only the envs that finished are reset); with
+    `autoreset=False` it is `VmapWrapper -> TimeLimit -> env`.
 
     The counterpart of `sekai.make_vec(id, num_envs, vectorization_mode="native")`.
 
@@ -149,7 +189,7 @@ def make_vec(
         num_envs: positive int.
         max_episode_steps: if given, wrap in `TimeLimit(env, max_episode_steps)`.
         autoreset: `True` (same-step), `False` (off), or an `AutoResetWrapper` mode.
-        max_resets_per_step: passed to `VmapWrapper` (cheap partial resets).
+        max_resets_per_step: passed to the `VmapWrapper` (cheap partial resets).
         **kwargs: the environment's own keyword arguments.
 
     Example:
@@ -158,8 +198,20 @@ def make_vec(
         >>> vec.reset(key=jax.random.key(0)).observation.shape
         (16, 4)
     """
+    id = _check_id(id, "make_vec")
     num_envs = check_positive_int(num_envs, "num_envs", "make_vec")
-    env = make(id, **kwargs)
+    try:
+        env = make(id, **kwargs)
+    except KeywordError as error:
+        own = ("num_envs", "max_episode_steps", "autoreset", "max_resets_per_step")
+        raise TypeError(
+            keyword_message(
+                f"make_vec({id!r})",
+                f"make_vec (or {error.target})",
+                error.keyword,
+                (*own, *error.accepted),
+            )
+        ) from None
     if max_episode_steps is not None:
         env = TimeLimit(env, check_positive_int(max_episode_steps, "max_episode_steps", "make_vec"))
     mode: AutoResetMode
@@ -169,9 +221,9 @@ def make_vec(
         mode = "off"
     else:
         mode = autoreset
-    if mode != "off":
-        env = AutoResetWrapper(env, mode=mode)
-    return VmapWrapper(env, num_envs, max_resets_per_step=max_resets_per_step)
+    if mode == "off":
+        return VmapWrapper(env, num_envs, max_resets_per_step=max_resets_per_step)
+    return VmapAutoResetWrapper(env, num_envs, mode, max_resets_per_step=max_resets_per_step)
 
 
 def _register_builtins() -> None:

@@ -20,7 +20,7 @@ from finance_support import assert_values_match
 from test_finance_trading import _compare_vector_step
 
 import parallax
-from parallax import AutoResetWrapper, State, TimeLimit, VmapWrapper
+from parallax import AutoResetWrapper, State, TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax import finance as pf
 from parallax.envs import GridWorld
 
@@ -259,7 +259,7 @@ class _StrictGridWorld(GridWorld):
 def test_envs_without_the_hook_never_get_previous(mode):
     env = _StrictGridWorld()
     single = AutoResetWrapper(TimeLimit(env, 2), mode=mode)
-    batch = VmapWrapper(AutoResetWrapper(TimeLimit(env, 2), mode=mode), 32, max_resets_per_step=4)
+    batch = VmapAutoResetWrapper(TimeLimit(env, 2), 32, mode, max_resets_per_step=4)
     plain = VmapWrapper(TimeLimit(env, 2), 32, max_resets_per_step=4)
     state = jax.jit(lambda k: single.step(single.reset(key=k), jnp.int32(0)))(jax.random.key(0))
     assert int(state.step_count) == 1
@@ -290,7 +290,7 @@ class _Forgetful(pf.TradingEnv):
 
 def test_without_the_hook_every_episode_starts_at_the_first_window():
     env = _Forgetful(_history(), sampler="sequential", **SHORT)
-    vec = VmapWrapper(AutoResetWrapper(env), 2)
+    vec = VmapAutoResetWrapper(env, 2)
     _, (*_, truncated, infos) = _scan(vec, jax.random.key(0), jnp.zeros((15, 2), jnp.int32))
     restarts = np.asarray(infos["timestamp"])[np.asarray(truncated)]
     assert restarts.size == 3 * 2

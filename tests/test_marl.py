@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parallax import AutoResetWrapper, MARLState, TimeLimit, VmapWrapper
+from parallax import MARLState, TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.envs import Race
 
 N = 4
@@ -55,7 +55,7 @@ def test_inactive_actions_are_ignored():
 
 
 def test_auto_reset_on_marl_keeps_the_final_agent_rewards():
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(Race(), 50)), 2)
+    env = VmapAutoResetWrapper(TimeLimit(Race(), 50), 2)
     state = env.reset(key=jax.random.key(0))
     step = jax.jit(env.step)
     for _ in range(10):

@@ -4,8 +4,9 @@ import jax
 import pytest
 
 import parallax
-from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
+from parallax import TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax._cli import main
+from parallax._wrappers.base import unwrap_layers
 from parallax.envs import GridWorld
 
 
@@ -21,14 +22,22 @@ def test_unknown_ids_suggest_close_matches():
 
 
 def test_make_vec_builds_the_documented_stack():
+    # the stack that runs is the stack you see: batch-level auto-reset over a VmapWrapper
     vec = parallax.make_vec("GridWorld-v0", 8, max_episode_steps=20)
-    assert isinstance(vec, VmapWrapper) and vec.num_envs == 8
-    assert isinstance(vec.env, AutoResetWrapper) and isinstance(vec.env.env, TimeLimit)
-    assert vec.env.env.max_steps == 20
+    assert isinstance(vec, VmapAutoResetWrapper) and vec.num_envs == 8
+    assert isinstance(vec.env, VmapWrapper) and isinstance(vec.env.env, TimeLimit)
+    assert vec.env.env.max_steps == 20 and vec.autoreset_mode == "same-step"
+    assert [type(layer).__name__ for layer in unwrap_layers(vec)] == [
+        "VmapAutoResetWrapper",
+        "VmapWrapper",
+        "TimeLimit",
+        "GridWorld",
+    ]
     off = parallax.make_vec("GridWorld-v0", 8, autoreset=False)
-    assert isinstance(off.env, GridWorld)
+    assert type(off) is VmapWrapper and isinstance(off.env, GridWorld)
+    assert off.autoreset_mode == "off"
     nxt = parallax.make_vec("GridWorld-v0", 2, autoreset="next-step")
-    assert nxt.env.mode == "next-step"
+    assert nxt.mode == "next-step" and nxt.autoreset_mode == "next-step"
     state = vec.reset(key=jax.random.key(0))
     assert state.observation.shape == (8, 4)
 

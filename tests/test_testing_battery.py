@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
+from parallax import AutoResetWrapper, TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.envs import GridWorld, MaskedGridWorld, Race
 from parallax.testing import (
     BATTERY_CHECKS,
@@ -52,12 +52,12 @@ ENVS = {
         (True,),
     ),
     "Vmap(AutoReset(TimeLimit(GridWorld)))": (
-        lambda: VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 4)), 3),
+        lambda: VmapAutoResetWrapper(TimeLimit(GridWorld(), 4), 3),
         {},
         (True,),
     ),
     "Vmap(AutoReset(TimeLimit(Race)))": (
-        lambda: VmapWrapper(AutoResetWrapper(TimeLimit(Race(), 12)), 2),
+        lambda: VmapAutoResetWrapper(TimeLimit(Race(), 12), 2),
         RACE,
         (False,),
     ),

@@ -30,6 +30,7 @@ from parallax import (
     TransformAction,
     TransformObservation,
     TransformReward,
+    VmapAutoResetWrapper,
     VmapWrapper,
     rollout,
     spaces,
@@ -282,7 +283,7 @@ def test_episode_statistics_single_env_with_autoreset():
 
 def test_episode_statistics_next_step_mode_skips_the_reset_step():
     env = RecordEpisodeStatistics(
-        VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3), mode="next-step"), 2)
+        VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 2, mode="next-step")
     )
     state, traj = rollout(env, _random_policy(2), jax.random.key(0), 12)
     stats = traj.info["episode_statistics"]
@@ -340,7 +341,7 @@ class EquityEnv:
 
 
 def test_episode_statistics_final_equity(x64):
-    env = RecordEpisodeStatistics(VmapWrapper(AutoResetWrapper(ClipAction(EquityEnv())), 3))
+    env = RecordEpisodeStatistics(VmapAutoResetWrapper(ClipAction(EquityEnv()), 3))
     actions = jnp.array([[0.5], [-2.0], [1.0]], jnp.float32)  # -2 is clipped to -1
     state, traj = rollout(env, lambda k, s: actions, jax.random.key(0), 10)
     stats = traj.info["episode_statistics"]

@@ -16,11 +16,13 @@ from parallax import (
     CheckedWrapper,
     State,
     TimeLimit,
+    VmapAutoResetWrapper,
     VmapWrapper,
     Wrapper,
     final_observation,
     spaces,
 )
+from parallax._wrappers.base import unwrap_layers
 from parallax.envs import GridWorld, MaskedGridWorld, MaskedState
 
 N = 8
@@ -150,16 +152,15 @@ def test_protocols_answer_isinstance():
 
 
 def test_attribute_forwarding_and_errors_name_the_stack():
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 7)), 4)
+    env = VmapAutoResetWrapper(TimeLimit(GridWorld(), 7), 4)
     assert env.max_steps == 7 and env.num_envs == 4 and env.mode == "same-step"
     assert env.unwrapped.__class__ is GridWorld
     with pytest.raises(
-        AttributeError, match="VmapWrapper -> AutoResetWrapper -> TimeLimit -> GridWorld"
+        AttributeError, match="VmapAutoResetWrapper -> VmapWrapper -> TimeLimit -> GridWorld"
     ):
         env.no_such_attribute
-    assert (
-        repr(env)
-        == "VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), max_steps=7)), num_envs=4)"
+    assert repr(env) == (
+        "VmapAutoResetWrapper(VmapWrapper(TimeLimit(GridWorld(), max_steps=7), num_envs=4))"
     )
 
 
@@ -199,7 +200,7 @@ def test_auto_reset_keeps_final_reward_done_and_terminal_observation(x64):
 def test_auto_reset_over_a_vector_env_works_per_env():
     """0.4.0 failed deep inside jax.random.split; ours resets per env."""
     inner = AutoResetWrapper(VmapWrapper(TimeLimit(GridWorld(), 3), N))
-    outer = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), N)
+    outer = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), N)
     per_env = AutoResetWrapper(TimeLimit(GridWorld(), 3))
     keys = jax.random.split(jax.random.key(0), N)
     a, b = inner.reset(key=keys), outer.reset(key=keys)
@@ -223,7 +224,7 @@ def test_every_episode_starts_from_a_fresh_key():
 
 
 def test_auto_reset_preserves_integer_reward_dtypes_and_float64():
-    env = VmapWrapper(AutoResetWrapper(IntRewardEnv()), 4)
+    env = VmapAutoResetWrapper(IntRewardEnv(), 4)
     state = env.reset(key=jax.random.key(0))
     for _ in range(4):
         state = jax.jit(env.step)(state, jnp.ones(4, jnp.int32))
@@ -284,7 +285,7 @@ def test_resets_cost_only_what_they_must(budget, num_done, expected_resets):
 
 def test_batched_auto_reset_skips_resets_when_no_env_is_done():
     counter = [0]
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(CountingReset(GridWorld(), counter), 3)), N)
+    env = VmapAutoResetWrapper(TimeLimit(CountingReset(GridWorld(), counter), 3), N)
     step = jax.jit(env.step)
     state = env.reset(key=jax.random.key(0))
     jax.effects_barrier()
@@ -298,10 +299,84 @@ def test_batched_auto_reset_skips_resets_when_no_env_is_done():
     assert counter[0] == N
 
 
+def test_the_stack_you_see_is_the_stack_that_runs():
+    fused = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), N)
+    assert [type(layer).__name__ for layer in unwrap_layers(fused)] == [
+        "VmapAutoResetWrapper",
+        "VmapWrapper",
+        "TimeLimit",
+        "GridWorld",
+    ]
+    assert (
+        repr(fused)
+        == f"VmapAutoResetWrapper(VmapWrapper(TimeLimit(GridWorld(), max_steps=3), num_envs={N}))"
+    )
+    plain = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), N)
+    assert [type(layer).__name__ for layer in unwrap_layers(plain)] == [
+        "VmapWrapper",
+        "AutoResetWrapper",
+        "TimeLimit",
+        "GridWorld",
+    ]
+    assert set(vars(plain)) <= {"env", "_own_num_envs", "max_resets_per_step"}, vars(plain)
+    # each layer answers for the stack below it, no isinstance walk needed
+    assert (fused.num_envs, plain.num_envs, TimeLimit(GridWorld(), 3).num_envs) == (N, N, None)
+    assert fused.autoreset_mode == plain.autoreset_mode == "same-step"
+    assert VmapWrapper(TimeLimit(GridWorld(), 3), N).autoreset_mode == "off"
+
+
+def test_vmap_of_an_auto_reset_env_resets_every_env_every_step_with_the_same_results():
+    # VmapWrapper(AutoResetWrapper(env)) vmaps each env's own auto-reset: its cond becomes a
+    # select, so every env computes a reset on every step (documented); the results are the
+    # batch-level auto-reset's, bit for bit
+    counter = [0]
+    plain = VmapWrapper(AutoResetWrapper(TimeLimit(CountingReset(GridWorld(), counter), 3)), N)
+    fused = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), N)
+    actions = jax.random.randint(jax.random.key(9), (7, N), 0, 4)
+
+    def run(env):
+        return jax.lax.scan(
+            lambda s, a: (env.step(s, a), env.step(s, a)), env.reset(key=jax.random.key(4)), actions
+        )[1]
+
+    ours, theirs = jax.jit(lambda: run(plain))(), jax.jit(lambda: run(fused))()
+    assert tree_equal(ours, theirs)
+    step = jax.jit(plain.step)
+    state = plain.reset(key=jax.random.key(0))
+    jax.effects_barrier()
+    counter[0] = 0
+    step(state, jnp.zeros(N, jnp.int32))  # no episode ends on this step ...
+    jax.effects_barrier()
+    assert counter[0] == N  # ... and yet every env computed a reset
+
+
+def test_wrappers_import_one_way():
+    import ast
+    import pathlib
+
+    folder = pathlib.Path(parallax.__file__).parent / "_wrappers"
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):  # function-local imports too
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                names.add(node.module.split(".")[0])
+        graph[path.stem] = names & {p.stem for p in folder.glob("*.py")}
+
+    def reaches(start: str, goal: str, seen: frozenset = frozenset()) -> bool:
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph[start]
+        )
+
+    cycles = sorted(m for m in graph if reaches(m, m))
+    assert cycles == [], f"import cycles through {cycles}: {graph}"
+
+
 # -- structure, transformations, recompilation ---------------------------------------------
 STACKS = {
     "vmap": lambda: VmapWrapper(GridWorld(), 4),
-    "vmap-autoreset-timelimit": lambda: VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4),
+    "vmap-autoreset-timelimit": lambda: VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4),
+    "vmap-of-autoreset": lambda: VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4),
     "vmap-budget": lambda: VmapWrapper(
         AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4, max_resets_per_step=1
     ),
@@ -309,8 +384,8 @@ STACKS = {
     "next-step": lambda: VmapWrapper(
         AutoResetWrapper(TimeLimit(GridWorld(), 3), mode="next-step"), 4
     ),
-    "checked": lambda: CheckedWrapper(VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4)),
-    "masked": lambda: VmapWrapper(AutoResetWrapper(TimeLimit(MaskedGridWorld(), 3)), 4),
+    "checked": lambda: CheckedWrapper(VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4)),
+    "masked": lambda: VmapAutoResetWrapper(TimeLimit(MaskedGridWorld(), 3), 4),
 }
 
 
@@ -340,7 +415,7 @@ def test_eager_jit_and_scan_agree_and_structure_is_stable(name, x64):
 
 
 def test_stacks_vmap_over_an_outer_seed_axis():
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4)
+    env = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4)
     keys = jax.random.split(jax.random.key(0), 3)
     states = jax.vmap(lambda k: env.reset(key=k))(keys)
     actions = jnp.zeros((3, 4), jnp.int32)
@@ -351,7 +426,7 @@ def test_stacks_vmap_over_an_outer_seed_axis():
 
 def test_no_recompilation_on_the_second_step():
     traces = [0]
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 4)
+    env = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4)
 
     def step(state, action):
         traces[0] += 1
@@ -365,7 +440,7 @@ def test_no_recompilation_on_the_second_step():
 
 
 def test_wrappers_preserve_the_state_type():
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(MaskedGridWorld(), 3)), 4)
+    env = VmapAutoResetWrapper(TimeLimit(MaskedGridWorld(), 3), 4)
     state = env.reset(key=jax.random.key(0))
     assert type(state) is MaskedState
     state = env.step(state, jnp.zeros(4, jnp.int32))

@@ -21,18 +21,24 @@ State that survives resets (`reset_uses_previous`): an env whose innermost layer
 `reset(key=..., previous=state)` on every auto-reset (a finance env's sequential walk
 through a history reads its last window there). Envs that do not declare it are reset
 exactly as before, with `key=` only.
+
+Over a vector env the reset is batch-level: `AutoResetWrapper(VmapWrapper(env, n))`, or
+`VmapAutoResetWrapper(env, n)` which builds that stack in one call (and is what `make_vec`
+returns), resets only the envs that finished, skipping the reset entirely on steps where
+none did. Each new episode's key is `next_episode_key(finished_key)`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jax
 from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, MARLState, StateT
-from .base import Wrapper, is_vector_env, unwrap_layers
+from .base import Wrapper, is_vector_env
+from .vmap import VmapWrapper
 
 AutoResetMode = Literal["same-step", "next-step", "off"]
 _MODES = ("same-step", "next-step", "off")
@@ -42,18 +48,30 @@ _RESET_SALT = 0x5EED
 
 
 def reset_uses_previous(env: Any) -> bool:
-    """Whether the innermost env of `env` reads `reset(key=..., previous=state)`.
+    """Whether the env below `env` reads `reset(key=..., previous=state)`.
 
     An env opts in with a truthy `reset_uses_previous` attribute (class attribute or
-    property); `AutoResetWrapper` and `VmapWrapper` then pass the finished episode's state
-    (per env) to its resets. The wrappers between them and the env must pass keyword
-    arguments on, as `Wrapper.reset` does.
+    property), which every `Wrapper` forwards; `AutoResetWrapper` and `VmapWrapper` then
+    pass the finished episode's state (per env) to its resets. The wrappers between them
+    and the env must pass keyword arguments on, as `Wrapper.reset` does.
     """
-    return bool(getattr(unwrap_layers(env)[-1], "reset_uses_previous", False))
+    return bool(getattr(env, "reset_uses_previous", False))
 
 
-def _next_episode_key(key: KeyArray) -> KeyArray:
-    """The key of the episode that follows one whose state held `key`."""
+def next_episode_key(key: KeyArray) -> KeyArray:
+    """The key of the episode that follows one whose state held `key` (the auto-reset's rule).
+
+    A pure function of the finished episode's key, so the whole sequence of episodes of an
+    env follows from its first key. An env that derives per-step keys from its episode key
+    must not fold in the same word (`0x5EED`).
+
+    Example:
+        >>> import jax
+        >>> from parallax import next_episode_key
+        >>> key = jax.random.key(0)
+        >>> bool((jax.random.key_data(next_episode_key(key)) != jax.random.key_data(key)).any())
+        True
+    """
     return jax.random.fold_in(key, _RESET_SALT)
 
 
@@ -92,8 +110,9 @@ class AutoResetWrapper(Wrapper[StateT]):
     """Restart episodes as they end (same-step by default); see the module docstring.
 
     Wraps a single env or a vector env (then the reset is batch-level and skipped when no
-    env is done). `VmapWrapper(AutoResetWrapper(env), n)` is equivalent to
-    `AutoResetWrapper(VmapWrapper(env, n))` and uses the same batch-level reset.
+    env is done): `AutoResetWrapper(VmapWrapper(env, n))`, or `VmapAutoResetWrapper(env, n)`
+    for short. (`VmapWrapper(AutoResetWrapper(env), n)` gives the same results, but each
+    env's reset runs under `vmap`, computed for every env on every step.)
 
     Args:
         env: the environment, usually `TimeLimit(env, max_steps)`.
@@ -117,6 +136,14 @@ class AutoResetWrapper(Wrapper[StateT]):
         self.mode: AutoResetMode = mode  # type: ignore[assignment]
         self._vector = is_vector_env(env)
 
+    @property  # type: ignore[override]
+    def autoreset_mode(self) -> AutoResetMode:
+        """This wrapper's `mode`; when it is `"off"`, the mode of the stack below."""
+        if self.mode != "off":
+            return self.mode
+        below = getattr(self.env, "autoreset_mode", "off")
+        return cast(AutoResetMode, below if below in _MODES else "off")
+
     # -- helpers -------------------------------------------------------------------------
     def _strip(self, state: StateT) -> StateT:
         """The state as the wrapped env produced it (without our info keys)."""
@@ -130,22 +157,20 @@ class AutoResetWrapper(Wrapper[StateT]):
 
     def _reset_next_episode(self, key_source: StateT, state: StateT, done: Array) -> StateT:
         """`state` with the envs where `done` reset; their keys come from `key_source.key`."""
-        from .vmap import VmapWrapper
-
         env: Any = self.env
         if isinstance(env, VmapWrapper):  # derive keys only for the envs that reset
-            return env._reset_where(key_source.key, state, done, key_fn=_next_episode_key)
+            return env.reset(key=key_source.key, state=state, done=done, key_fn=next_episode_key)
         if self._vector:
-            keys = jax.vmap(_next_episode_key)(key_source.key)
+            keys = jax.vmap(next_episode_key)(key_source.key)
             return env.reset(key=keys, state=state, done=done)
         if reset_uses_previous(env):
             return jax.lax.cond(
                 done,
-                lambda: env.reset(key=_next_episode_key(key_source.key), previous=state),
+                lambda: env.reset(key=next_episode_key(key_source.key), previous=state),
                 lambda: state,
             )
         return jax.lax.cond(
-            done, lambda: env.reset(key=_next_episode_key(key_source.key)), lambda: state
+            done, lambda: env.reset(key=next_episode_key(key_source.key)), lambda: state
         )
 
     # -- protocol ------------------------------------------------------------------------
@@ -177,6 +202,52 @@ class AutoResetWrapper(Wrapper[StateT]):
 
     def _repr_args(self) -> str:
         return "" if self.mode == "same-step" else f"mode={self.mode!r}"
+
+
+class VmapAutoResetWrapper(AutoResetWrapper[StateT]):
+    """`num_envs` copies of `env`, auto-reset at batch level: `AutoResetWrapper(VmapWrapper(env))`.
+
+    The stack it builds is the stack that runs: this wrapper, then a `VmapWrapper` of `env`.
+    On each step the batch is stepped with `vmap`; then only the envs whose episode ended
+    are reset (none on most steps: the reset is skipped batch-wide; at most
+    `max_resets_per_step` of them through a gather and scatter; all, when more ended), each
+    with the key `next_episode_key(finished_key)`, derived for those envs only. Results are
+    identical to `VmapWrapper(AutoResetWrapper(env), num_envs)`, which computes every env's
+    reset on every step. `make_vec` returns this wrapper.
+
+    Args:
+        env: the environment, usually `TimeLimit(env, max_steps)`.
+        num_envs: a positive int.
+        mode: `"same-step"` (default), `"next-step"` or `"off"` (see `AutoResetWrapper`).
+        max_resets_per_step: as `VmapWrapper`'s (`"auto"`, `None` or a positive int).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax import TimeLimit, VmapAutoResetWrapper
+        >>> from parallax.envs import GridWorld
+        >>> env = VmapAutoResetWrapper(TimeLimit(GridWorld(), max_steps=1), num_envs=4)
+        >>> env
+        VmapAutoResetWrapper(VmapWrapper(TimeLimit(GridWorld(), max_steps=1), num_envs=4))
+        >>> s = env.step(env.reset(key=jax.random.key(0)), jnp.zeros(4, jnp.int32))
+        >>> s.truncation.tolist(), s.step_count.tolist()  # ended, and already restarted
+        ([True, True, True, True], [0, 0, 0, 0])
+    """
+
+    def __init__(
+        self,
+        env: Env[StateT],
+        num_envs: int,
+        mode: str = "same-step",
+        *,
+        max_resets_per_step: int | str | None = "auto",
+    ) -> None:
+        vector = VmapWrapper(env, num_envs, max_resets_per_step=max_resets_per_step)
+        super().__init__(vector, mode=mode)
+
+    @property
+    def max_resets_per_step(self) -> int | None:
+        """The `VmapWrapper`'s reset budget per step."""
+        return self.env.max_resets_per_step  # type: ignore[attr-defined, no-any-return]
 
 
 def final_observation(state: Any) -> PyTree:

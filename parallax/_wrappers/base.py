@@ -4,25 +4,24 @@
 - `unwrap_layers`: the list of layers from the outermost wrapper to the innermost env.
 - `is_vector_env`: whether an env (or wrapper stack) is batched (has `num_envs`).
 - `check_positive_int`: the constructor check shared by the wrappers.
+
+What a stack is, each layer answers for itself: `Wrapper` forwards `num_envs`,
+`autoreset_mode` and `reset_uses_previous` from the layer below as properties (a layer
+that changes one overrides it, or sets it in `__init__`), so code that needs to know reads
+one attribute of the outermost layer instead of walking the stack with `isinstance`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic
 
-import numpy as np
 from jaxtyping import PyTree
 
 from .._core import Env, KeyArray, StateT
+from .._validate import positive_int
 
-
-def check_positive_int(value: Any, name: str, owner: str) -> int:
-    """Return `value` as an int, or raise naming `owner`, `name` and the value."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{owner}: {name} must be a positive int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int (>= 1), got {value}")
-    return int(value)
+check_positive_int = positive_int
+"""`parallax._validate.positive_int` under its historical name (the wrappers import it)."""
 
 
 def unwrap_layers(env: Any) -> list[Any]:
@@ -34,11 +33,39 @@ def unwrap_layers(env: Any) -> list[Any]:
 
 
 def is_vector_env(env: Any) -> bool:
-    """Whether `env` runs a batch of environments (it, or a layer below, has `num_envs`)."""
-    return any(
-        "num_envs" in getattr(layer, "__dict__", {}) or hasattr(type(layer), "num_envs")
-        for layer in unwrap_layers(env)
-    )
+    """Whether `env` runs a batch of environments (its `num_envs` is not None)."""
+    return getattr(env, "num_envs", None) is not None
+
+
+def batch_depth(env: Any) -> int:
+    """How many batch axes lead every leaf of `env`'s states: one per layer that batches
+    (a `VmapWrapper`, or a native vector env at the bottom)."""
+    return sum(1 for layer in unwrap_layers(env) if _batches(layer))
+
+
+def _batches(layer: Any) -> bool:
+    if isinstance(layer, Wrapper):
+        own = "_own_num_envs" in layer.__dict__ or type(layer).num_envs is not Wrapper.num_envs
+        return own and layer.num_envs is not None
+    return getattr(layer, "num_envs", None) is not None
+
+
+def _forwarded(name: str, default: Any, doc: str) -> property:
+    """A property that reads `name` from the wrapped env (`default` when it has none), unless
+    the layer set its own value (in `__init__`, say)."""
+    slot = f"_own_{name}"
+
+    def get(self: Any) -> Any:
+        own = self.__dict__.get(slot, _UNSET)
+        return getattr(self.env, name, default) if own is _UNSET else own
+
+    def set_(self: Any, value: Any) -> None:
+        self.__dict__[slot] = value
+
+    return property(get, set_, doc=doc)
+
+
+_UNSET = object()
 
 
 def _describe(env: Any) -> str:
@@ -85,6 +112,20 @@ class Wrapper(Generic[StateT]):
     def observation_space(self) -> Any:
         """The wrapped env's observation space (unbatched)."""
         return self.env.observation_space
+
+    num_envs = _forwarded(
+        "num_envs", None, "The batch size of the stack below (`None` for a single env)."
+    )
+    autoreset_mode = _forwarded(
+        "autoreset_mode",
+        "off",
+        "How episodes restart below this layer: `'same-step'`, `'next-step'` or `'off'`.",
+    )
+    reset_uses_previous = _forwarded(
+        "reset_uses_previous",
+        False,
+        "Whether the env below reads `reset(key=..., previous=state)` (state surviving resets).",
+    )
 
     @property
     def num_agents(self) -> int:

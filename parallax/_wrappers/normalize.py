@@ -215,7 +215,7 @@ class NormalizeObservation(Wrapper[StateT]):
 
     Args:
         env: a single or vector environment, usually
-            `VmapWrapper(AutoResetWrapper(TimeLimit(env, T)), num_envs)`.
+            `VmapAutoResetWrapper(TimeLimit(env, T), num_envs)`.
         epsilon: added to the variance before dividing (positive float).
         halflife: None for equal weights (all samples ever seen); a positive float for
             exponential weighting whose half-life counts updates (one per step of the

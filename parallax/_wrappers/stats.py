@@ -9,7 +9,7 @@ per env that a training loop sums), and *inside* the normalisation wrappers so t
 the env's own rewards:
 
     NormalizeReward(NormalizeObservation(RecordEpisodeStatistics(
-        VmapWrapper(AutoResetWrapper(TimeLimit(env, T)), num_envs))))
+        VmapAutoResetWrapper(TimeLimit(env, T), num_envs))))
 
 Below an auto-reset the statistics would be reset with every episode.
 """
@@ -137,7 +137,7 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
 
     Args:
         env: a single or vector environment, usually
-            `VmapWrapper(AutoResetWrapper(TimeLimit(env, T)), num_envs)`.
+            `VmapAutoResetWrapper(TimeLimit(env, T), num_envs)`.
 
     Example:
         >>> import jax, jax.numpy as jnp

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 from jaxtyping import PyTree
 
 from .._core import Env, StateT
-from .base import Wrapper, check_positive_int, unwrap_layers
+from .._validate import INT32_MAX, positive_int
+from .base import Wrapper
 
 
 class TimeLimit(Wrapper[StateT]):
@@ -20,7 +21,7 @@ class TimeLimit(Wrapper[StateT]):
 
     Args:
         env: the environment; it must increment `step_count` on every step.
-        max_steps: a positive int.
+        max_steps: an int in `[1, 2**31 - 1]` (step counts are int32).
 
     Example:
         >>> import jax
@@ -34,16 +35,20 @@ class TimeLimit(Wrapper[StateT]):
 
     def __init__(self, env: Env[StateT], max_steps: int) -> None:
         super().__init__(env)
-        self.max_steps = check_positive_int(max_steps, "max_steps", "TimeLimit")
-        from .autoreset import AutoResetWrapper
-
-        for layer in unwrap_layers(env):
-            if isinstance(layer, AutoResetWrapper) and layer.mode != "off":
-                raise ValueError(
-                    "TimeLimit must be inside AutoResetWrapper, or time-limited episodes never "
-                    "restart: write AutoResetWrapper(TimeLimit(env, max_steps)) instead of "
-                    "TimeLimit(AutoResetWrapper(env), max_steps)"
-                )
+        # step counters are int32: a larger limit could never be reached (and would not
+        # even compare with one inside jit)
+        self.max_steps = positive_int(max_steps, "max_steps", "TimeLimit")
+        if self.max_steps > INT32_MAX:
+            raise ValueError(
+                f"TimeLimit: max_steps must be a positive int at most 2**31 - 1 = {INT32_MAX} "
+                f"(step counts are int32), got {self.max_steps}"
+            )
+        if getattr(env, "autoreset_mode", "off") != "off":
+            raise ValueError(
+                "TimeLimit must be inside AutoResetWrapper, or time-limited episodes never "
+                "restart: write AutoResetWrapper(TimeLimit(env, max_steps)) instead of "
+                "TimeLimit(AutoResetWrapper(env), max_steps)"
+            )
 
     def step(self, state: StateT, action: PyTree) -> StateT:
         """Step, then truncate where `step_count >= max_steps`."""

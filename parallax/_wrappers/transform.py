@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +30,8 @@ from jaxtyping import Array, PyTree
 
 from .. import _spaces as spaces
 from .._core import Env, KeyArray, MARLState, StateT
-from .autoreset import FINAL_OBSERVATION, AutoResetMode, AutoResetWrapper
-from .base import Wrapper, unwrap_layers
+from .autoreset import FINAL_OBSERVATION, AutoResetMode
+from .base import Wrapper, batch_depth
 
 __all__ = [
     "ClipAction",
@@ -43,30 +43,14 @@ __all__ = [
 
 
 # -- helpers shared by the training wrappers ---------------------------------------------------
-def batch_depth(env: Any) -> int:
-    """How many batch axes lead every leaf of `env`'s states (one per `VmapWrapper` layer)."""
-    return sum(
-        1
-        for layer in unwrap_layers(env)
-        if "num_envs" in getattr(layer, "__dict__", {}) or hasattr(type(layer), "num_envs")
-    )
-
-
 def autoreset_mode(env: Any) -> AutoResetMode:
-    """How episodes restart below `env`: the mode of the first `AutoResetWrapper`.
+    """How episodes restart below `env` (its `autoreset_mode`; `"off"` when it declares none).
 
-    A layer that resets itself without the wrapper (a native vector env) declares it with
-    an `autoreset_mode` attribute (`"same-step"`, `"next-step"` or `"off"`); `"off"` when
-    no layer does either.
+    `AutoResetWrapper` declares its mode, every `Wrapper` forwards the one below, and a
+    native vector env that resets itself declares it as an attribute.
     """
-    for layer in unwrap_layers(env):
-        if isinstance(layer, AutoResetWrapper):
-            return layer.mode
-        own = getattr(layer, "__dict__", {})
-        declared = own.get("autoreset_mode", getattr(type(layer), "autoreset_mode", None))
-        if declared in ("same-step", "next-step", "off"):
-            return declared
-    return "off"
+    declared = getattr(env, "autoreset_mode", "off")
+    return cast(AutoResetMode, declared if declared in ("same-step", "next-step", "off") else "off")
 
 
 def batched(fn: Callable[..., Any], depth: int) -> Callable[..., Any]:

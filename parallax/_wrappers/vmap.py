@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, PyTree
 
 from .._core import Env, KeyArray, StateT
+from .._validate import check_key
 from .base import Wrapper, check_positive_int, is_vector_env
 
 
@@ -32,6 +33,32 @@ def split_keys(key: KeyArray, num: int) -> KeyArray:
             raise ValueError(f"expected a batch of {num} keys, got {jnp.shape(key)[0]}")
         return key
     return jax.random.split(key, num)
+
+
+def _leading(tree: PyTree, num: int) -> str | None:
+    """`None` when every leaf of `tree` leads with `num`, else the first offending shape."""
+    for leaf in jax.tree.leaves(tree):
+        shape = tuple(jnp.shape(leaf))
+        if shape[:1] != (num,):
+            return str(shape)
+    return None
+
+
+def _check_batched_state(state: Any, num_envs: int, owner: str) -> None:
+    """Raise unless `state` is a batch of `num_envs` states (trace time, shapes only)."""
+    step_count = getattr(state, "step_count", None)
+    if step_count is not None and jnp.ndim(step_count) == 0:
+        raise ValueError(
+            f"{owner}: state must be a batch of num_envs={num_envs} states (every leaf "
+            "leading with num_envs), got an unbatched state (step_count has shape ()); "
+            "use the state the wrapper's reset returned"
+        )
+    bad = _leading(state, num_envs)
+    if bad is not None:
+        raise ValueError(
+            f"{owner}: state must be a batch of num_envs={num_envs} states (every leaf "
+            f"leading with {num_envs}), got a leaf of shape {bad}"
+        )
 
 
 def _where_done(done: Array, fresh: PyTree, old: PyTree) -> PyTree:
@@ -60,8 +87,14 @@ class VmapWrapper(Wrapper[StateT]):
       partial path off. Under an outer `vmap` (e.g. over seeds) the branches become a
       select and all of them run.
 
-    `VmapWrapper(AutoResetWrapper(env))` runs the auto-reset at batch level with these cheap
-    paths (it computes exactly what `AutoResetWrapper(VmapWrapper(env))` computes).
+    `VmapWrapper` vmaps exactly the env it wraps. Over an `AutoResetWrapper` each env's own
+    auto-reset runs under `vmap`, where its `lax.cond` becomes a select: every env computes a
+    reset on every step (identical results, a full reset's cost per step). For the cheap
+    batch-level auto-reset put the auto-reset outside: `VmapAutoResetWrapper(env, n)`
+    (what `make_vec` builds), the same as `AutoResetWrapper(VmapWrapper(env, n))`.
+
+    Keyword arguments of `reset` other than `state`, `done` and `key_fn` are per-env: each
+    leads with `num_envs`, and env `i` gets row `i` (a finance env's `start=`, say).
 
     A selective reset passes each reset env its own row of the old `state` as
     `reset(key=..., previous=row)` when the env declares `reset_uses_previous` (state that
@@ -106,13 +139,6 @@ class VmapWrapper(Wrapper[StateT]):
                 )
             max_resets_per_step = k
         self.max_resets_per_step: int | None = max_resets_per_step
-        # The batch-level auto-reset: AutoResetWrapper over a VmapWrapper of what it wraps.
-        from .autoreset import AutoResetWrapper
-
-        self._batched_autoreset: AutoResetWrapper[Any] | None = None
-        if isinstance(env, AutoResetWrapper) and env.mode != "off":
-            inner = VmapWrapper(env.env, self.num_envs, max_resets_per_step=max_resets_per_step)
-            self._batched_autoreset = AutoResetWrapper(inner, mode=env.mode)
 
     def reset(  # type: ignore[override]
         self,
@@ -120,6 +146,8 @@ class VmapWrapper(Wrapper[StateT]):
         key: KeyArray,
         state: StateT | None = None,
         done: Bool[Array, " num_envs"] | None = None,
+        key_fn: Callable[[KeyArray], KeyArray] | None = None,
+        **per_env: Any,
     ) -> StateT:
         """Reset all environments, or only those where `done` is True.
 
@@ -128,6 +156,11 @@ class VmapWrapper(Wrapper[StateT]):
                 resets with `key[i]`).
             state: the current batched state; required together with `done`.
             done: boolean mask of shape `(num_envs,)`; required together with `state`.
+            key_fn: optional; env `i` resets with `key_fn(key[i])`, derived inside the reset
+                branches for the envs that reset only (an auto-reset's next-episode keys,
+                `next_episode_key`, cost nothing on a step where no episode ended).
+            **per_env: further arguments of the env's `reset`, each with a leading
+                `num_envs` axis (env `i` gets row `i`); full resets only.
 
         Returns:
             The batched state; envs where `done` is False are returned unchanged.
@@ -138,18 +171,25 @@ class VmapWrapper(Wrapper[StateT]):
                 f"got state={'None' if state is None else 'a state'}, "
                 f"done={'None' if done is None else 'a mask'}"
             )
+        check_key(key, "VmapWrapper.reset", batch=self.num_envs)
         keys = split_keys(key, self.num_envs)
-        if self._batched_autoreset is not None:
-            return self._batched_autoreset.reset(key=keys, state=state, done=done)
         if state is None or done is None:
-            return jax.vmap(lambda k: self.env.reset(key=k))(keys)
+            env: Any = self.env
+            derive = key_fn if key_fn is not None else (lambda k: k)
+            return jax.vmap(lambda k, kw: env.reset(key=derive(k), **kw))(keys, per_env)
+        if per_env:
+            raise ValueError(
+                "VmapWrapper.reset: a selective reset (state=, done=) takes no further "
+                f"arguments, got {sorted(per_env)}"
+            )
+        _check_batched_state(state, self.num_envs, "VmapWrapper.reset")
         done = jnp.asarray(done)
         if done.shape != (self.num_envs,) or done.dtype != jnp.bool_:
             raise ValueError(
                 f"VmapWrapper.reset: done must be a bool array of shape ({self.num_envs},), "
                 f"got {done.dtype} {done.shape}"
             )
-        return self._reset_where(keys, state, done)
+        return self._reset_where(keys, state, done, key_fn)
 
     def _reset_where(
         self,
@@ -165,11 +205,9 @@ class VmapWrapper(Wrapper[StateT]):
         `reset_uses_previous` also gets its row of `state` as `previous=` (gathered with
         the keys on the partial path); the others are reset with `key=` only.
         """
-        from .autoreset import reset_uses_previous
-
         env: Any = self.env
         # A nested vector env resets whole batches; `previous=` is for single envs.
-        with_previous = reset_uses_previous(env) and not is_vector_env(env)
+        with_previous = bool(getattr(env, "reset_uses_previous", False)) and not is_vector_env(env)
 
         def reset(k: KeyArray, previous: StateT | None = None) -> StateT:
             k = k if key_fn is None else key_fn(k)
@@ -205,8 +243,15 @@ class VmapWrapper(Wrapper[StateT]):
 
     def step(self, state: StateT, action: PyTree) -> StateT:
         """Step every environment; `action` leaves lead with `num_envs`."""
-        if self._batched_autoreset is not None:
-            return self._batched_autoreset.step(state, action)
+        _check_batched_state(state, self.num_envs, "VmapWrapper.step")
+        bad = _leading(action, self.num_envs)
+        if bad is not None:
+            expected = (self.num_envs, *getattr(self.action_space, "shape", ()))
+            shown = expected if all(isinstance(d, int) for d in expected) else "(num_envs, ...)"
+            raise ValueError(
+                f"VmapWrapper.step: action must hold one action per env, leading with "
+                f"num_envs={self.num_envs} (shape {shown}), got shape {bad}"
+            )
         return jax.vmap(self.env.step)(state, action)
 
     def _repr_args(self) -> str:

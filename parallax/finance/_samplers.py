@@ -224,11 +224,12 @@ def reset_with_start(env: Any, *, key: Array, start: Any) -> PyTree:
     The counterpart of sekai's `reset(options={"start": row})` and, for a vector env, of
     `reset(options=[{"start": row_i} ...])`. Works on a finance env, on any stack of
     wrappers over it whose `reset` passes keyword arguments on (`TimeLimit`,
-    `AutoResetWrapper`), and on a `VmapWrapper` over such a stack (as `parallax.make_vec`
-    builds), where each sub-env gets its own row.
+    `AutoResetWrapper`), and on a vector env over such a stack (`VmapWrapper`, or
+    `VmapAutoResetWrapper` as `parallax.make_vec` builds), where each sub-env gets its own
+    row.
 
     Args:
-        env: a finance env, a wrapper stack over one, or a `VmapWrapper` over such a stack.
+        env: a finance env, a wrapper stack over one, or a vector env over such a stack.
         key: a PRNG key (one, or one per sub-env for a batch).
         start: the first decision row: an int (negative counts from the end of the history),
             or for a batch an int array `(num_envs,)` (a scalar is used for every sub-env).
@@ -250,14 +251,13 @@ def reset_with_start(env: Any, *, key: Array, start: Any) -> PyTree:
     """
     import jax.numpy as jnp
 
-    from .._wrappers.base import unwrap_layers
-    from .._wrappers.vmap import VmapWrapper, split_keys
+    from .._wrappers.base import is_vector_env, unwrap_layers
 
     base = unwrap_layers(env)[-1]
     check = getattr(base, "resolve_start", None)
     if check is None:
         raise TypeError(f"reset_with_start needs a finance env with a history, got {base!r}")
-    if not isinstance(env, VmapWrapper):
+    if not is_vector_env(env):
         return env.reset(key=key, start=check(start))
     n = env.num_envs
     if isinstance(start, jax.core.Tracer):
@@ -267,6 +267,5 @@ def reset_with_start(env: Any, *, key: Array, start: Any) -> PyTree:
         if rows_np.dtype.kind not in "iu":
             raise TypeError(f"start must hold int rows, got {rows_np.dtype}: {start!r}")
         rows = jnp.asarray(np.array([check(int(r)) for r in rows_np], dtype=np.int32))
-    keys = split_keys(key, n)
-    inner: Any = env.env
-    return jax.vmap(lambda k, s: inner.reset(key=k, start=s))(keys, rows)
+    # a VmapWrapper hands per-env reset arguments to its envs row by row
+    return env.reset(key=key, start=rows)

@@ -31,8 +31,7 @@ import numpy as np
 
 from .._core import MARLState, State
 from .._spaces import Discrete
-from .._wrappers.autoreset import AutoResetWrapper
-from .._wrappers.base import is_vector_env, unwrap_layers
+from .._wrappers.base import is_vector_env
 from ._errors import CheckError
 from ._trees import flatten, structure_difference, to_numpy
 
@@ -132,10 +131,7 @@ def inspect_env(env: Any, reset_state: Any, autoreset: bool | None, owner: str) 
     vector = is_vector_env(env)
     num_envs = int(env.num_envs) if vector else None
     if autoreset is None:
-        autoreset = any(
-            isinstance(layer, AutoResetWrapper) and layer.mode != "off"
-            for layer in unwrap_layers(env)
-        )
+        autoreset = getattr(env, "autoreset_mode", "off") != "off"
     return EnvKind(
         marl=isinstance(reset_state, MARLState),
         vector=vector,

@@ -32,12 +32,12 @@ import optax
 
 import parallax
 from parallax import (
-    AutoResetWrapper,
     ClipAction,
     NormalizeObservation,
     NormalizeReward,
     RecordEpisodeStatistics,
     TimeLimit,
+    VmapAutoResetWrapper,
     VmapWrapper,
     rollout,
     spaces,
@@ -144,7 +144,7 @@ def true_action_space(config: Config) -> Any:
 
 def make_env(config: Config) -> Any:
     """The training env: statistics and normalisation over an auto-resetting vector env."""
-    env: Any = VmapWrapper(AutoResetWrapper(_base_env(config)), config.num_envs)
+    env: Any = VmapAutoResetWrapper(_base_env(config), config.num_envs)
     env = RecordEpisodeStatistics(env)
     if config.normalize_observation:
         env = NormalizeObservation(env)

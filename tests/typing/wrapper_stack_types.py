@@ -9,14 +9,22 @@ from typing import assert_type
 
 import jax
 
-from parallax import AutoResetWrapper, Env, MARLEnv, MARLState, State, TimeLimit, VmapWrapper
+from parallax import (
+    Env,
+    MARLEnv,
+    MARLState,
+    State,
+    TimeLimit,
+    VmapAutoResetWrapper,
+    VmapWrapper,
+)
 from parallax.envs import GridWorld, MaskedGridWorld, MaskedState, Race
 
 masked: Env[MaskedState] = MaskedGridWorld()
 plain: Env = GridWorld()
 multi: MARLEnv = Race()
 
-stack = VmapWrapper(AutoResetWrapper(TimeLimit(MaskedGridWorld(), 10)), num_envs=4)
+stack = VmapAutoResetWrapper(TimeLimit(MaskedGridWorld(), 10), num_envs=4)
 state = stack.reset(key=jax.random.key(0))
 assert_type(state, MaskedState)
 assert_type(stack.step(state, jax.numpy.zeros(4, jax.numpy.int32)).action_mask, jax.Array)
