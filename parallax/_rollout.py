@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray
 
 from ._wrappers.autoreset import FINAL_OBSERVATION, final_observation
@@ -67,6 +68,24 @@ class Trajectory:
 Policy = Callable[[PRNGKeyArray, Any], Any]
 
 
+def _check_action_batch(env: Any, action: Any) -> None:
+    """Raise at trace time when a vector env's policy returns no batch of actions."""
+    num_envs = getattr(env, "num_envs", None)
+    if num_envs is None:
+        return
+    for leaf in jax.tree.leaves(action):
+        if tuple(jnp.shape(leaf))[:1] != (num_envs,):
+            space_shape = getattr(getattr(env, "action_space", None), "shape", None)
+            if isinstance(space_shape, tuple):
+                expected = f"shape {(num_envs, *space_shape)}"
+            else:
+                expected = f"leaves leading with {num_envs}"
+            raise ValueError(
+                f"rollout: the policy must return one action per env for a vector env of "
+                f"num_envs={num_envs} ({expected}), got an action of shape {jnp.shape(leaf)}"
+            )
+
+
 def _rollout(
     env: Any,
     policy: Policy,
@@ -86,6 +105,7 @@ def _rollout(
     def body(state: Any, step_key: PRNGKeyArray) -> tuple[Any, Trajectory]:
         out = policy(step_key, state)
         action, aux = out if has_aux else (out, None)
+        _check_action_batch(env, action)
         next_state = constrain(env.step(state, action))
         info = next_state.info
         if keep_info and isinstance(info, dict):

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import parallax
-from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
+from parallax import TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.adapters import GymnaxAdapter, GymnaxEnvState, from_gymnax_space
 from parallax.spaces import Box, Discrete, PyTreeSpace
 from parallax.testing import TRANSFORM_TOLERANCE, check_batch_independence, check_env
@@ -340,7 +340,7 @@ def test_params_can_be_vmapped_for_domain_randomisation():
 
 def test_vmap_wrapper_autoreset_and_scan():
     adapter = GymnaxAdapter(_make("CartPole-v1")[0])
-    env = VmapWrapper(AutoResetWrapper(TimeLimit(adapter, 5)), 3)
+    env = VmapAutoResetWrapper(TimeLimit(adapter, 5), 3)
     state = env.reset(key=jax.random.key(0))
 
     def body(s, k):
@@ -406,13 +406,13 @@ def test_docstring_examples_run():
 def test_no_step_key_equals_the_next_episode_key():
     # AutoResetWrapper starts the next episode with fold_in(episode key, 0x5EED); the step key
     # of step 0x5EED must not be that key (the adapter sets the folded word's top bit).
-    from parallax._wrappers.autoreset import _next_episode_key
+    from parallax import next_episode_key
     from parallax.adapters._gymnax import step_key_of
 
     key = jax.random.key(3)
     steps = jnp.arange(0, 1 << 16, dtype=jnp.int32)
     step_keys = jax.vmap(lambda t: jax.random.key_data(step_key_of(key, t)))(steps)
-    reset_key = jax.random.key_data(_next_episode_key(key))
+    reset_key = jax.random.key_data(next_episode_key(key))
     assert not bool(jnp.any(jnp.all(step_keys == reset_key[None, :], axis=-1)))
     # without the top bit, step 0x5EED would collide
     assert bool(jnp.all(jax.random.key_data(jax.random.fold_in(key, 0x5EED)) == reset_key))

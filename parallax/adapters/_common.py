@@ -3,6 +3,7 @@
 - `foreign_numerics`: run a wrapped library under JAX's default numeric rules.
 - `raw_key`: the raw `uint32` key that brax / MuJoCo Playground expect, from any key.
 - `strong`: the same pytree with every leaf a strongly typed array.
+- `stable_dtypes`: float and integer leaves in JAX's default dtypes (fixed per x64 setting).
 - `like`: cast every leaf of a pytree to the dtype of the matching leaf of another.
 - `cast_to_space`: cast an observation pytree to the dtypes of its space.
 - `unbounded_space`: an unbounded `Box` (or `PyTreeSpace` of them) from shapes and dtypes.
@@ -29,6 +30,7 @@ __all__ = [
     "foreign_numerics",
     "like",
     "raw_key",
+    "stable_dtypes",
     "strong",
     "unbounded_space",
 ]
@@ -69,6 +71,25 @@ def _strong_leaf(x: Any) -> Array:
 def strong(tree: PyTree) -> PyTree:
     """`tree` with every leaf a strongly typed JAX array (Python scalars included)."""
     return jax.tree.map(_strong_leaf, tree)
+
+
+def _stable_leaf(x: Any) -> Array:
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return x.astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return x.astype(jax.dtypes.canonicalize_dtype(jnp.int64))
+    return x.astype(x.dtype)
+
+
+def stable_dtypes(tree: PyTree) -> PyTree:
+    """`tree` with float leaves in JAX's default float dtype and integer leaves in its
+    default int dtype (float32 / int32, or float64 / int64 with x64 on).
+
+    For diagnostics (brax's `metrics`) whose dtypes the wrapped library does not keep
+    fixed: under x64 brax returns some as float64 after `reset` and float32 after `step`.
+    """
+    return jax.tree.map(_stable_leaf, tree)
 
 
 def like(tree: PyTree, template: PyTree) -> PyTree:

@@ -48,6 +48,7 @@ adapter's `params`.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,7 @@ from jaxtyping import PyTree
 
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete, PyTreeSpace, Space
+from .._validate import check_key
 from ._common import cast_to_space, foreign_numerics, like, strong
 from ._imports import require
 
@@ -191,14 +193,14 @@ class GymnaxAdapter:
 
     Example:
         >>> import gymnax, jax
-        >>> from parallax import AutoResetWrapper, VmapWrapper
+        >>> from parallax import VmapAutoResetWrapper
         >>> from parallax.adapters import GymnaxAdapter
         >>> env = GymnaxAdapter(gymnax.make("CartPole-v1")[0])
         >>> state = env.reset(key=jax.random.key(0))
         >>> state = env.step(state, 1)
         >>> state.observation.shape, int(state.step_count), state.reward.dtype
         ((4,), 1, dtype('float32'))
-        >>> vec = VmapWrapper(AutoResetWrapper(env), num_envs=4)
+        >>> vec = VmapAutoResetWrapper(env, num_envs=4)
         >>> vec.reset(key=jax.random.key(1)).observation.shape
         (4, 4)
     """
@@ -229,6 +231,39 @@ class GymnaxAdapter:
             )
         self.action_space: Space = from_gymnax_space(action_space)
         self.observation_space: Space = from_gymnax_space(observation_space)
+        if jax.config.read("jax_enable_x64"):
+            self._check_x64()
+
+    def _check_x64(self) -> None:
+        """Trace one reset and step (no compile); refuse an env that cannot run under x64.
+
+        Some gymnax envs (Freeway-MinAtar, DiscountingChain-bsuite, MetaMaze-misc, Pong-misc
+        with gymnax 1.0.1) mix int32 and int64 in `lax.select` or change their state's dtypes
+        between reset and step once x64 is on; they would fail deep inside a traced step.
+        """
+
+        def first_step(key: Any) -> tuple[State, State]:
+            state = self.reset(key=key)
+            return state, self.step(state, self.action_space.sample(key=key))
+
+        problem = ""
+        try:
+            with warnings.catch_warnings():  # gymnax's own x64 FutureWarnings: the outcome counts
+                warnings.simplefilter("ignore")
+                reset, stepped = jax.eval_shape(first_step, jax.random.key(0))
+        except TypeError as error:
+            problem = str(error).splitlines()[0].split(" (Tip")[0].rstrip(".")
+        else:
+            before = jax.tree.map(lambda x: x.dtype, reset.env_state)
+            after = jax.tree.map(lambda x: x.dtype, stepped.env_state)
+            if before != after:
+                problem = "its state changes dtypes between reset and step"
+        if problem:
+            raise ValueError(
+                f"GymnaxAdapter: gymnax's {self.name} cannot run with x64 enabled "
+                f"(jax.config.jax_enable_x64 is True): {problem}. Build and run it with x64 "
+                "off (jax.config.update('jax_enable_x64', False))"
+            )
 
     @property
     def name(self) -> str:
@@ -260,6 +295,7 @@ class GymnaxAdapter:
         Returns:
             The first `State` of the episode (reward 0, both flags False, step_count 0).
         """
+        check_key(key, "GymnaxAdapter.reset")
         params = strong(self.params if params is None else params)
         key, reset_key = jax.random.split(key)
         with foreign_numerics():
@@ -282,6 +318,8 @@ class GymnaxAdapter:
         Args:
             state: the current state (from `reset` or `step`).
             action: an element of `action_space` (e.g. an int32 scalar for `Discrete`).
+                A `Discrete` action outside `[0, n)` is clipped into it before gymnax sees
+                it (the rule of every Parallax env; see "Out-of-range actions").
 
         Returns:
             The next `State`; on the last step of an episode it holds the terminal
@@ -289,6 +327,10 @@ class GymnaxAdapter:
         """
         env_state = state.env_state
         params = env_state.params
+        if isinstance(self.action_space, Discrete):
+            # out-of-range actions clip into the space (gymnax would compute with them:
+            # CartPole's force is `force_mag * (2 * action - 1)`, so action 5 pushes 9x)
+            action = jnp.clip(action, 0, self.action_space.n - 1)
         # the `k` of gymnax's `step(k, ...)` for this step; `step` gives `step_env` its first half
         gymnax_key = step_key_of(state.key, state.step_count)
         step_key, _ = jax.random.split(gymnax_key)

@@ -17,7 +17,8 @@ from jaxtyping import PyTree
 
 from .._core import KeyArray, State
 from .._spaces import Space
-from ._common import cast_to_space, foreign_numerics, like, raw_key, strong
+from .._validate import check_key
+from ._common import cast_to_space, foreign_numerics, like, raw_key, stable_dtypes, strong
 
 __all__ = ["EpisodeAdapter", "strip_training_wrappers"]
 
@@ -86,6 +87,23 @@ def _like_dict(new: dict[str, Any], previous: Any) -> dict[str, Any]:
     return {k: like(v, previous[k]) if k in previous else v for k, v in new.items()}
 
 
+def _copied(info: Any) -> Any:
+    """A shallow copy of a dict (what brax's `State.info` is), anything else as is."""
+    return dict(info) if isinstance(info, dict) else info
+
+
+def _like_ctrl(action: PyTree, foreign: PyTree) -> PyTree:
+    """`action` in the dtype of the MJX `data.ctrl` it is written to, where there is one.
+
+    Under x64 playground's reset builds `data` in float64, and a float32 action (the action
+    space's dtype) written to `ctrl` would change the type of its substep `scan`'s carry.
+    """
+    ctrl = getattr(getattr(foreign, "data", None), "ctrl", None)
+    if ctrl is None:
+        return action
+    return jnp.asarray(action).astype(jnp.result_type(ctrl))
+
+
 class EpisodeAdapter:
     """`reset` / `step` for a brax-style env (`State(obs, reward, done, metrics, info)`).
 
@@ -111,10 +129,14 @@ class EpisodeAdapter:
         Returns:
             The first `State` (reward 0, both flags False, step_count 0).
         """
+        check_key(key, f"{type(self).__name__}.reset")
         key, reset_key = jax.random.split(key)
         with foreign_numerics():
             foreign = self.env.reset(raw_key(reset_key))
         foreign = strong(foreign)
+        # metrics in fixed dtypes: under x64 brax computes some as float64 at reset and
+        # float32 after a step, which would change the state's pytree type between the two
+        foreign = foreign.replace(metrics=stable_dtypes(dict(foreign.metrics)))
         return State(
             env_state=foreign,
             observation=cast_to_space(foreign.obs, self.observation_space),
@@ -127,7 +149,11 @@ class EpisodeAdapter:
         )
 
     def _inner_step(self, foreign: PyTree, action: PyTree) -> PyTree:
-        return like(self.env.step(foreign, action), foreign)
+        # brax updates `metrics` (and `info`) in place: hand it copies, so that `foreign`
+        # keeps the dtypes the result is cast back to
+        given = foreign.replace(metrics=dict(foreign.metrics), info=_copied(foreign.info))
+        stepped = self.env.step(given, action)
+        return like(stepped.replace(metrics=stable_dtypes(dict(stepped.metrics))), foreign)
 
     def step(self, state: State, action: PyTree) -> State:
         """Apply `action` `action_repeat` times; no auto-reset.
@@ -141,6 +167,7 @@ class EpisodeAdapter:
             `truncation` at the episode length (never both).
         """
         foreign = state.env_state
+        action = _like_ctrl(action, foreign)
         with foreign_numerics():
             if self.action_repeat == 1:
                 stepped = self._inner_step(foreign, action)

@@ -11,6 +11,7 @@ from jaxtyping import Array, Bool, PRNGKeyArray
 
 from .. import _spaces as spaces
 from .._core import State
+from .._validate import check_key
 from . import _render
 
 SIZE = 4.0  # positions are in [0, SIZE] on both axes
@@ -28,7 +29,9 @@ class GridWorld:
     """Walk on a 5x5 grid to a goal drawn at reset.
 
     - Observation: `float32 (4,)`, `[x, y, goal_x, goal_y]` in `[0, 4]`.
-    - Action: `Discrete(4)` (up, down, right, left); moves into the wall are clipped.
+    - Action: `Discrete(4)` (up, down, right, left); moves into the wall are clipped. An
+      out-of-range action is clipped into the space (`-1` acts as `0`, `7` as `3`), the
+      rule of every bundled env (see "Out-of-range actions" in the protocol).
     - Reward: `exp(-|pos - goal|)`; terminates on reaching the goal. Never truncates (wrap it
       in `TimeLimit`).
     - `render(state)`: an RGB picture of the grid (`uint8 (80, 80, 3)`; the agent blue, the
@@ -48,6 +51,7 @@ class GridWorld:
     observation_space = spaces.Box(0.0, SIZE, (4,))
 
     def reset(self, *, key: PRNGKeyArray) -> State:
+        check_key(key, f"{type(self).__name__}.reset")
         key, goal_key = jax.random.split(key)
         pos = jnp.zeros(2, dtype=jnp.float32)
         goal = jax.random.randint(goal_key, (2,), minval=1, maxval=5).astype(jnp.float32)
@@ -64,6 +68,7 @@ class GridWorld:
 
     def step(self, state: State, action: Array) -> State:
         moves = jnp.array(_MOVES, dtype=jnp.float32)
+        action = jnp.clip(action, 0, len(_MOVES) - 1)  # out-of-range actions clip into the space
         pos = jnp.clip(state.env_state.pos + moves[action], 0.0, SIZE)
         goal = state.env_state.goal
         return State(

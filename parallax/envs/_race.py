@@ -7,6 +7,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from .. import _spaces as spaces
 from .._core import Agents, MARLState
+from .._validate import check_key
 from . import _render
 
 FINISH = 10.0
@@ -16,6 +17,7 @@ class Race:
     """Three agents race to position 10; finishers become inactive.
 
     - Per-agent action `Discrete(2)` (stay, advance by 1); stacked `action_space.shape == (3,)`.
+      Out-of-range actions are clipped into the space (`5` acts as `1`, `-1` as `0`).
     - Per-agent observation: its position (0 once inactive).
     - Reward 1 on the step an agent finishes, else 0; terminates when all have finished.
 
@@ -39,6 +41,7 @@ class Race:
     observation_space = spaces.stack_space(spaces.Box(0.0, FINISH, ()), num_agents)
 
     def reset(self, *, key: PRNGKeyArray) -> MARLState:
+        check_key(key, f"{type(self).__name__}.reset")
         positions = jnp.zeros(self.num_agents, dtype=jnp.float32)
         return MARLState(
             env_state=positions,
@@ -56,6 +59,7 @@ class Race:
 
     def step(self, state: MARLState, action: Array) -> MARLState:
         acted = state.agents.active
+        action = jnp.clip(action, 0, 1)  # out-of-range actions clip into the space
         advance = jnp.where(acted, jnp.asarray(action).astype(jnp.float32), 0.0)
         positions = state.env_state + advance  # inactive actions are ignored
         active = positions < FINISH
