@@ -280,6 +280,8 @@ PORTFOLIO_CASES = [
     {"prices": _history(6, 2)},
     {"prices": np.where(np.arange(80).reshape(40, 2) == 7, np.nan, _history(40, 2))},
     {"prices": _history(40, 2), "n_assets": 3},
+    {"prices": np.zeros((40, 0))},
+    {"prices": np.ones((40, 0))},
     {"n_assets": 0},
     {"capital": -1.0},
     {"mu": np.nan},
@@ -322,6 +324,32 @@ def test_portfolio_refuses_what_sekai_refuses(case):
     error = _sekai_error("Portfolio-v0", kwargs)
     with pytest.raises(error):
         pf.PortfolioEnv(**kwargs)
+
+
+def test_a_price_history_without_assets_is_refused_naming_its_shape():
+    # sekai: "MarketData needs at least 2 rows and 1 asset, got shape (40, 0)"
+    with pytest.raises(ValueError, match=r"at least 2 rows and 1 asset, got shape \(40, 0\)"):
+        pf.PortfolioEnv(prices=np.ones((40, 0)), **SHORT)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pf.TradingEnv(**SHORT),
+        pf.PortfolioEnv(**SHORT),
+        pf.MarketMakingEnv(),
+        pf.OptimalExecutionEnv(),
+    ],
+    ids=lambda env: type(env).__name__,
+)
+def test_params_must_be_the_envs_params_class_and_the_error_says_how_to_build_one(env):
+    name = type(env.params).__name__
+    with pytest.raises(TypeError, match=rf"{name}, got dict; .*env\.params\.replace\(sigma=0\.2\)"):
+        env.reset(key=jax.random.key(0), params={"sigma": 0.2})
+    state = env.reset(key=jax.random.key(0), params=env.params.replace(sigma=0.2))
+    with pytest.raises(TypeError, match=rf"params must be the env's params class, {name}"):
+        env.step(state, env.action_space.sample(key=jax.random.key(1)), {"sigma": 0.2})
+    assert float(env.params.replace(sigma=0.3).sigma) == 0.3
 
 
 def test_valid_sekai_sources_are_refused_clearly():

@@ -326,6 +326,23 @@ def test_battery_batch_independence_under_x64() -> None:
     assert report.stats["num_envs"] == 3
 
 
+@pytest.mark.parametrize("initial_inventory", [1e20, 1e30])
+def test_float32_rewards_stay_finite_and_agree_with_x64_for_huge_inventories(
+    initial_inventory: float,
+) -> None:
+    # inventory**2 overflows float32 from X0 ~ 1e19; the float32 reward is scaled by X0 s0.
+    env = OptimalExecutionEnv(initial_inventory=initial_inventory)
+    actions = jnp.full((env.n_steps, 1), 0.1, jnp.float32)
+    runs = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            runs.append(_host(_jit_rollout(env, jax.random.key(0), actions)[2]))
+    f32, f64 = runs
+    assert np.all(np.isfinite(f32["reward"])) and np.all(np.isfinite(f32["observation"]))
+    np.testing.assert_allclose(f32["reward"], f64["reward"], rtol=1e-5)
+    np.testing.assert_allclose(f32["observation"], f64["observation"], rtol=1e-5, atol=1e-6)
+
+
 def test_draws_come_from_the_slot_table() -> None:
     state = SMALL.step(SMALL.reset(key=jax.random.key(5)), jnp.array([0.1]))
     ek = rng.episode_key(jax.random.key(5))
@@ -387,7 +404,7 @@ def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
 
 
 def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
-    """`make_vec` (VmapWrapper(AutoResetWrapper(TimeLimit))) against sekai's native vector env.
+    """`make_vec` (VmapAutoResetWrapper(TimeLimit)) against sekai's native vector env.
 
     Lane 0 sells everything at once (terminates every step), the others sell slowly and are
     cut by the time limit (3 < n_steps = 4); sekai's native env gets our per-lane draws as

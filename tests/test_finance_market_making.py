@@ -404,6 +404,31 @@ def test_action_is_clipped_and_checked() -> None:
         SMALL.step(state, jnp.zeros(2, bool))
 
 
+@pytest.mark.parametrize(
+    "action", [[np.nan, 1.0], [1.0, np.nan], [np.nan, np.nan], [np.inf, 1.0], [-np.inf, 0.5]]
+)
+def test_a_nan_offset_is_no_quote_eagerly_and_under_jit(action: list[float]) -> None:
+    env = MarketMakingEnv()
+    a = jnp.array(action, jnp.float32)
+    stepped = jax.jit(env.step)
+    for k in range(8):  # key 2's ask fills at offset 1
+        state = env.reset(key=jax.random.key(k))
+        eager, jitted = env.step(state, a), stepped(state, a)
+        for x, y in zip(_leaves(eager), _leaves(jitted)):
+            np.testing.assert_array_equal(x, y)
+        quotes = jnp.stack([eager.info["bid"], eager.info["ask"]])
+        filled = jnp.stack([eager.info["bid_filled"], eager.info["ask_filled"]])
+        np.testing.assert_array_equal(jnp.isnan(quotes), np.isnan(action))
+        assert not bool(jnp.any(filled & jnp.isnan(quotes)))
+        assert bool(jnp.isfinite(eager.reward))
+        # the quoted side does what the same offset does with the other side clipped to 0
+        same = jnp.where(jnp.isnan(a), 0.0, a)
+        plain = env.step(state, same)
+        for side in ("bid", "ask"):
+            if not np.isnan(action[0 if side == "bid" else 1]):
+                assert eager.info[f"{side}_filled"] == plain.info[f"{side}_filled"]
+
+
 def test_time_runs_out_after_n_steps_and_never_truncates() -> None:
     _, _, states = _jit_rollout(SMALL, jax.random.key(0), jnp.ones((7, 2)))
     np.testing.assert_array_equal(states.termination, [False] * 4 + [True] * 3)
@@ -490,7 +515,7 @@ def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
 
 
 def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
-    """`make_vec` (VmapWrapper(AutoResetWrapper(TimeLimit))) against sekai's native vector env.
+    """`make_vec` (VmapAutoResetWrapper(TimeLimit)) against sekai's native vector env.
 
     With `n_steps = max_episode_steps = 3` every episode ends terminated *and* truncated, and
     restarts in the same step; sekai's native env gets our per-lane draws as

@@ -19,7 +19,7 @@ from finance_support import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_finance_trading import _compare_vector_step
+from test_finance_trading import _compare_vector_step, float32_and_x64
 
 import parallax
 from parallax import finance as pf
@@ -289,6 +289,23 @@ def test_correlation_can_be_randomised_through_params():
     assert len(traces) == 1
     measured = [np.corrcoef(np.asarray(p).T)[0, 1] for p in paths]
     np.testing.assert_allclose(measured, [-0.8, 0.0, 0.8], atol=0.2)
+
+
+# ------------------------------------------------------- float32 outside its range
+@pytest.mark.parametrize(
+    "weights", [[0.0, 0.0, 0.0, 1.0], [0.25, 0.25, 0.25, 0.25]], ids=["cash", "spread"]
+)
+def test_float32_stays_finite_and_agrees_with_x64_when_prices_underflow(weights):
+    # sigma 3: float32 prices underflow after ~4,000 steps; returns are kept in log space.
+    env = pf.PortfolioEnv(n_assets=3, sigma=3.0, episode_length=10_000, lookback=2)
+    actions = np.tile(np.asarray(weights, np.float32), (env.episode_length, 1))
+    f32, x64 = float32_and_x64(env, actions)
+    assert np.all(np.isfinite(f32.reward)) and np.all(np.isfinite(f32.observation["returns"]))
+    assert np.all(np.isfinite(f32.info["asset_returns"]))
+    np.testing.assert_allclose(f32.reward, x64.reward, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        f32.observation["returns"], x64.observation["returns"], rtol=1e-6, atol=1e-6
+    )
 
 
 # ------------------------------------------------------------------ property tests

@@ -342,6 +342,36 @@ def test_dtypes_follow_the_float_mode(x64):
     assert jax.tree.structure(first) == jax.tree.structure(jax.tree.map(lambda x: x[0], states))
 
 
+# ------------------------------------------------------- float32 outside its range
+def float32_and_x64(env, actions):
+    """The stacked states of one episode in float32 and under x64 (same key and actions)."""
+    out = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            out.append(rollout(env, jax.random.key(0), actions)[1])
+    return out
+
+
+EXTREME_MARKETS = {
+    "sigma 3 for 10,000 steps": {"episode_length": 10_000, "sigma": 3.0},
+    "s0 1e-30 falling": {"episode_length": 200, "s0": 1e-30, "mu": -50.0, "dt": 1.0},
+    "s0 1e30 rising": {"episode_length": 1_000, "s0": 1e30, "mu": 50.0},
+}
+
+
+@pytest.mark.parametrize("kwargs", EXTREME_MARKETS.values(), ids=EXTREME_MARKETS.keys())
+@pytest.mark.parametrize("action", [1, 2], ids=["flat", "long"])
+def test_float32_stays_finite_and_agrees_with_x64_when_prices_leave_its_range(kwargs, action):
+    # float32 prices underflow (or overflow) here; the returns are computed in log space.
+    env = pf.TradingEnv(lookback=2, **kwargs)
+    f32, x64 = float32_and_x64(env, np.full(env.episode_length, action, np.int32))
+    assert np.all(np.isfinite(f32.reward)) and np.all(np.isfinite(f32.observation))
+    assert np.all(np.isfinite(f32.info["asset_return"]))
+    np.testing.assert_allclose(f32.reward, x64.reward, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f32.observation, x64.observation, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(f32.termination, x64.termination)
+
+
 # ------------------------------------------------------------- params / randomisation
 def test_params_can_be_vmapped_without_retracing():
     env = pf.TradingEnv(episode_length=30, lookback=2, transaction_cost=0.0)

@@ -123,7 +123,8 @@ class OptimalExecutionEnv:
     - Action: float32 `(1,)` in `Box(0, 1)`, the fraction of the *remaining* inventory to
       sell (clipped); the last step sells whatever is left.
     - Reward, in basis points of `X0 * s0`:
-      `1e4 * (shares * (execution_price - s0) - lambda sigma**2 tau inventory**2) / (X0 s0)`.
+      `1e4 * (shares * (execution_price - s0) - lambda sigma**2 tau inventory**2) / (X0 s0)`
+      (in float32 formed from fractions of `X0` and `s0`, so `inventory**2` cannot overflow).
     - Termination when sold out or after `n_steps` steps; never truncates.
     - `info`: `shares_sold`, `execution_price` (NaN after reset), `inventory`, `mid_price`,
       `implementation_shortfall`, `shortfall_bps`, `timestamp` (`k * tau`), `dt` (`tau`),
@@ -260,8 +261,16 @@ class OptimalExecutionEnv:
         shortfall = es.shortfall - shares * slippage
         move = move + p.sigma * jnp.sqrt(tau) * z
         move = move - p.permanent_impact * shares
-        risk = p.risk_aversion * p.sigma**2 * tau * inventory**2
-        reward = 1e4 * (shares * slippage - risk) / (p.initial_inventory * p.s0)
+        if fdt == np.float64:
+            # sekai's formula, so float64 rewards follow sekai's rounding.
+            risk = p.risk_aversion * p.sigma**2 * tau * inventory**2
+            reward = 1e4 * (shares * slippage - risk) / (p.initial_inventory * p.s0)
+        else:
+            # The same value scaled by X0 s0 first: `inventory**2` and `shares * slippage`
+            # overflow float32 from X0 ~ 1e19 (-inf rewards); fractions of X0 do not.
+            sold, left = shares / p.initial_inventory, inventory / p.initial_inventory
+            risk = p.risk_aversion * p.sigma**2 * tau * left * (inventory / p.s0)
+            reward = 1e4 * (sold * (slippage / p.s0) - risk)
         terminated = (inventory == 0.0) | (k + 1 >= self.n_steps)
         env_state = OptimalExecutionState(
             inventory=inventory,

@@ -8,6 +8,7 @@
   length, number of assets) with pure `reset` and `advance`.
 - `correlation_default(n)`: sekai's fixed default correlation for `Portfolio-v0`.
 - `load_prices(prices, ndim, min_rows)`: sekai's checks of a user price history.
+- `simple_return(log_return)`: a step's simple return from its log return.
 
 Episodes are generated lazily (no `(W, n)` path is built at reset). An episode uses the
 window rows `0 .. L + E` (`L` = lookback, `E` = episode length), decision `t` is at row
@@ -16,6 +17,11 @@ and `j + 1`) is `z_j = parallax.rng.normal(episode_key, j, SLOTS.PRICE, asset)`,
 as `z_j @ chol.T`; the log increment is `(mu - sigma^2 / 2) dt + sigma sqrt(dt) z_j`, and
 row `j`'s price is `s0 exp(sum of increments before j)`. A reset draws rows `0 .. L-1`
 (O(L n) work), each step one more row.
+
+Returns are kept in log space: the window holds the log increments themselves and `advance`
+returns the step's log return, never the ratio of two prices. A float32 price may underflow
+to 0 or overflow to inf over a long or volatile episode (it is only reported in `info`),
+but the returns, rewards and observations stay finite wherever float64 is.
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from jaxtyping import Array, Float, Int
 from .. import rng
 from ..rng import Slot, SlotTable
 
-__all__ = ["SLOTS", "Market", "MarketState", "correlation_default", "load_prices"]
+__all__ = [
+    "SLOTS",
+    "Market",
+    "MarketState",
+    "correlation_default",
+    "load_prices",
+    "simple_return",
+]
 
 SLOTS = SlotTable(
     Slot(
@@ -59,8 +72,9 @@ class MarketState:
 
     Attributes:
         start: int32 `()`, the absolute row of the window's first price (0 when simulated).
-        price: float `(n,)`, the current prices (window row `L + t`).
-        log_price: float `(n,)`, `log(price)`.
+        price: float `(n,)`, the current prices (window row `L + t`); in float32 it may
+            underflow to 0 or overflow to inf (nothing is computed from it).
+        log_price: float `(n,)`, `log(price)`, computed without forming the price.
         log_level: float `(n,)`, the running sum of simulated log increments (zeros for a
             history).
         window: float32 `(L, n)`, the last `L` log returns, oldest first.
@@ -113,7 +127,8 @@ def load_prices(prices: Any, *, ndim: int, min_rows: int) -> tuple[np.ndarray, f
         `(prices (T, n) float64, dt or None)`; `dt = 1 / periods_per_year` for dates.
 
     Raises:
-        ValueError: wrong dimensions, too few rows, or a price that is not finite and > 0.
+        ValueError: wrong dimensions, too few rows, no asset (a `(T, 0)` array), or a price
+            that is not finite and > 0.
     """
     dt = None
     if _is_pandas(prices):
@@ -141,9 +156,22 @@ def load_prices(prices: Any, *, ndim: int, min_rows: int) -> tuple[np.ndarray, f
             f"prices has {arr.shape[0]} rows but at least {min_rows} are needed "
             "(lookback + episode_length + 1)"
         )
+    if arr.ndim == 2 and arr.shape[1] == 0:
+        # sekai: "MarketData needs at least 2 rows and 1 asset, got shape (60, 0)"
+        raise ValueError(f"prices needs at least 2 rows and 1 asset, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError("prices must be finite and strictly positive")
     return (arr[:, None] if ndim == 1 else arr), dt
+
+
+def simple_return(log_return: Array) -> Array:
+    """`exp(log_return) - 1` (as `expm1`), capped at the dtype's largest finite value.
+
+    The simple return of a step from its log return, without the ratio of two prices (which
+    is 0/0 once float32 prices underflow). The cap keeps a flat position's gain `0 * r` at 0
+    on a move too large for the dtype.
+    """
+    return jnp.minimum(jnp.expm1(log_return), jnp.finfo(log_return.dtype).max)
 
 
 def float_dtype() -> Any:
@@ -214,10 +242,13 @@ class Market:
         name = np.dtype(dtype).name
         if name not in self._cache:
             assert self.history is not None
-            self._cache[name] = (
-                np.asarray(self.history, dtype=dtype),
-                np.asarray(self.log_returns, dtype=dtype),
-            )
+            # Prices outside float32's range become 0 or inf there (only `info["price"]`
+            # reads them); the log returns, computed in float64, stay finite.
+            with np.errstate(over="ignore", under="ignore"):
+                self._cache[name] = (
+                    np.asarray(self.history, dtype=dtype),
+                    np.asarray(self.log_returns, dtype=dtype),
+                )
         prices, log_returns = self._cache[name]
         return jnp.asarray(prices), jnp.asarray(log_returns)
 
@@ -279,17 +310,15 @@ class Market:
         if self.history is None:
             rows = jnp.arange(lookback, dtype=jnp.uint32)
             inc = self.increments(self.shocks(episode_key, rows, chol, dtype), mu, sigma, dt)
-            level = _cumsum_rows(inc)
-            levels = jnp.concatenate([jnp.zeros((1, n), dtype), level], axis=0)
-            prices = jnp.broadcast_to(s0, (n,))[None, :] * jnp.exp(levels)
-            logs = jnp.log(prices)
-            window = (logs[1:] - logs[:-1]).astype(jnp.float32)
+            level = _cumsum_rows(inc)[lookback - 1]
+            s0 = jnp.broadcast_to(s0, (n,))
             return MarketState(
                 start=jnp.zeros((), jnp.int32),
-                price=prices[lookback],
-                log_price=logs[lookback],
-                log_level=level[lookback - 1],
-                window=window,
+                price=s0 * jnp.exp(level),
+                log_price=jnp.log(s0) + level,
+                log_level=level,
+                # the log returns are the increments (no ratio of prices that may underflow)
+                window=inc.astype(jnp.float32),
             )
         table, log_returns = self._tables(dtype)
         start = jnp.asarray(start, jnp.int32)
@@ -318,23 +347,23 @@ class Market:
         """Move from decision `t` to `t + 1`.
 
         Returns:
-            `(next market state, price before (n,), price after (n,))`. For a history, an
-            episode that is over reads its last row again (as sekai's frozen sub-envs do).
+            `(next market state, log return of the step (n,), price after (n,))`; the
+            simple return is `expm1(log return)` (= `after / before - 1`, computed without
+            the ratio). For a history, an episode that is over reads its last row again (as
+            sekai's frozen sub-envs do).
         """
         dtype = market.price.dtype
         lookback = self.lookback
         if self.history is None:
             row = (t + lookback).astype(jnp.uint32)
             z = self.shocks(episode_key, row[None], chol, dtype)[0]
-            level = market.log_level + self.increments(z, mu, sigma, dt)
+            new_return = self.increments(z, mu, sigma, dt)
+            level = market.log_level + new_return
             price = jnp.broadcast_to(s0, level.shape) * jnp.exp(level)
-            log_price = jnp.log(price)
-            new_return = log_price - market.log_price
-            before = market.price
+            log_price = market.log_price + new_return
         else:
             table, log_returns = self._tables(dtype)
             row = market.start + lookback + jnp.minimum(t, self.episode_length - 1)
-            before = jax.lax.dynamic_index_in_dim(table, row, keepdims=False)
             price = jax.lax.dynamic_index_in_dim(table, row + 1, keepdims=False)
             new_return = jax.lax.dynamic_index_in_dim(log_returns, row, keepdims=False)
             log_price = market.log_price
@@ -343,4 +372,4 @@ class Market:
         nxt = MarketState(
             start=market.start, price=price, log_price=log_price, log_level=level, window=window
         )
-        return nxt, before, price
+        return nxt, new_return, price

@@ -123,7 +123,10 @@ class MarketMakingEnv:
     - Observation: float32 `(2,)` in `Box([-1, 0], [1, 1])`:
       `[inventory / max_inventory, (n_steps - t) / n_steps]`.
     - Action: float32 `(2,)` in `Box(0, max_offset)`, the (bid, ask) distances from the mid;
-      values outside are clipped.
+      values outside are clipped (`inf` to `max_offset`). A NaN offset means no quote on that
+      side: it never fills, its `info` quote is NaN, the other side is unaffected (sekai
+      raises `InvalidAction` on a non-finite action; wrap the env in
+      `parallax.CheckedWrapper` to stop on one). Eager and jitted steps agree.
     - Reward: change in mark-to-market wealth `cash + inventory * mid` minus
       `0.5 * risk_aversion * sigma**2 * dt * inventory**2` (inventory after the fills).
     - Termination after `n_steps` steps; never truncates.
@@ -248,7 +251,7 @@ class MarketMakingEnv:
         Args:
             state: the current `State` (from `reset` or `step`).
             action: `(bid offset, ask offset)`, any real dtype, 2 elements (clipped to
-                `[0, max_offset]`).
+                `[0, max_offset]`; a NaN side does not quote).
             params: parameters for this step; `self.params` when omitted (pass the same ones
                 as to `reset`).
 
@@ -268,8 +271,10 @@ class MarketMakingEnv:
         can_buy = inventory + q <= self.max_inventory
         can_sell = inventory - q >= -self.max_inventory
         p_fill = 1.0 - jnp.exp(-p.fill_intensity * jnp.exp(-p.fill_decay * offsets) * dt)
-        bid_filled = can_buy & (u[0] < p_fill[0])
-        ask_filled = can_sell & (u[1] < p_fill[1])
+        # A NaN offset is no quote on that side: it never fills (sekai refuses the action).
+        quoted = ~jnp.isnan(offsets)
+        bid_filled = can_buy & quoted[0] & (u[0] < p_fill[0])
+        ask_filled = can_sell & quoted[1] & (u[1] < p_fill[1])
         # Bid first, then ask, in sekai's order of operations.
         cash = jnp.where(bid_filled, cash - q * bid, cash)
         cash = jnp.where(ask_filled, cash + q * ask, cash)

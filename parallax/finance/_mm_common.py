@@ -7,7 +7,7 @@
 - `numeric_action(action, size, what)`: an action with `size` numbers, flattened.
 - `opaque(x)`: `x` hidden from XLA's algebraic simplifier (no constant folding through it).
 - `divide(x, d)`: `x / d` as a true division, also when `d` is a compile-time constant.
-- `evaluated_once(v)`: a vector unchanged, but computed once per step, not once per use.
+- `evaluated_once(v)`: an array unchanged, but computed once per step, not once per use.
 
 Why: the env's parameters are usually compile-time constants, and XLA rewrites a division
 by a constant as a multiplication by its reciprocal, which rounds differently from NumPy
@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
+
+from ._validation import params_of
 
 P = TypeVar("P", bound="ParamsMethods")
 
@@ -69,18 +71,18 @@ def divide(x: Array, d: Any) -> Array:
 
 
 def evaluated_once(v: Array) -> Array:
-    """`v` (a finite vector, last axis) unchanged, as the result of a reduction.
+    """`v` unchanged, but computed once per step rather than once per use.
 
     XLA fuses cheap elementwise producers into every consumer, duplicating them. An action
     computed in the same jitted loop as the step (random actions from `parallax.rng` or
     `jax.random`: cheap integer hashing) is read by the quotes, the fills, the cash, the
     reward and the info, so each of their fusions would recompute it: 2-3x slower for
-    MarketMaking-v0 at N=1024. XLA does not fuse a reduction into its consumers, so writing
-    the identity as `sum_j v_j e_j` makes it computed once. Exact for finite values
-    (`v_i * 1 + v_j * 0`); a NaN spreads to the other elements.
+    MarketMaking-v0 at N=1024. An optimization barrier is not fused through, so `v` is
+    materialised once. It is the identity on every value, NaN included, and eager and
+    jitted calls agree (an earlier form, `sum_j v_j e_j`, spread a NaN to the other
+    elements eagerly but not under jit).
     """
-    eye = jnp.eye(v.shape[-1], dtype=v.dtype)
-    return jnp.sum(v[..., :, None] * eye, axis=-2)
+    return jax.lax.optimization_barrier(v)
 
 
 class ParamsMethods:
@@ -103,11 +105,7 @@ def resolve_params(params: Any, default: P, cls: type[P]) -> P:
     Raises:
         TypeError: `params` is neither None nor a `cls`.
     """
-    if params is None:
-        params = default
-    elif not isinstance(params, cls):
-        raise TypeError(f"params must be a {cls.__name__}, got {type(params).__name__}")
-    return opaque(params.as_arrays())
+    return opaque(params_of(params, default, cls).as_arrays())
 
 
 def numeric_action(action: ArrayLike, size: int, what: str) -> Array:

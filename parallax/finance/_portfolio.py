@@ -20,11 +20,18 @@ from .._core import KeyArray, State
 from .._spaces import Box, PyTreeSpace
 from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
 from ._costs import CostModel, as_cost_model, sum_left_to_right
-from ._market import Market, MarketState, correlation_default, float_dtype, load_prices
+from ._market import (
+    Market,
+    MarketState,
+    correlation_default,
+    float_dtype,
+    load_prices,
+    simple_return,
+)
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
 from ._samplers import as_sampler
 from ._trading import _timestamps
-from ._validation import finite_array, finite_number, int_at_least
+from ._validation import finite_array, finite_number, int_at_least, params_of
 
 __all__ = ["PortfolioEnv", "PortfolioParams", "PortfolioState"]
 
@@ -53,6 +60,10 @@ class PortfolioParams:
     capital: Any
     cost: CostModel
     reward: RewardFunction
+
+    def replace(self, **changes: Any) -> PortfolioParams:
+        """A copy with the given fields changed (`env.params.replace(sigma=0.5)`)."""
+        return dataclasses.replace(self, **changes)
 
 
 @jax.tree_util.register_dataclass
@@ -112,7 +123,8 @@ class PortfolioEnv(HistoryEnv):
       `Box(-1, 1, (n,))` target asset weights, clipped, scaled down to gross exposure 1 if
       above it; cash takes `1 - sum`. Any action is reshaped to a flat vector first.
     - Dynamics (decision row `i = L + t`): `trades = target[:n] - weights[:n]`,
-      `turnover = sum|trades|`, `cost = cost_model(trades)`, `r = P[i+1] / P[i] - 1`,
+      `turnover = sum|trades|`, `cost = cost_model(trades)`, `r = P[i+1] / P[i] - 1` (as
+      `expm1` of the log returns: finite when a float32 price underflows),
       `growth = (1 - cost)(1 + target[:n] . r)` (0 if `cost >= 1`); weights drift to
       `target (1 + r, 1) / sum(...)` (all cash after a wipe-out), value becomes
       `max(value * growth, 0)`.
@@ -122,7 +134,8 @@ class PortfolioEnv(HistoryEnv):
 
     The constructor takes sekai's arguments with the same names, defaults and checks; the
     default correlation is sekai's fixed matrix. `reset(key=..., start=row)` places the first
-    decision at a history row. Numeric parameters are in `params` (`PortfolioParams`).
+    decision at a history row. Numeric parameters are in `params` (`PortfolioParams`; change
+    some with `env.params.replace(...)`).
 
     Args:
         prices: a price history `(T, n)` (a 1-D array is one asset), an array or a pandas
@@ -330,7 +343,7 @@ class PortfolioEnv(HistoryEnv):
             The first `State`.
         """
         dtype = float_dtype()
-        p = cast_params(self.params if params is None else params, dtype)
+        p = cast_params(params_of(params, self.params), dtype)
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
@@ -385,14 +398,14 @@ class PortfolioEnv(HistoryEnv):
         """
         es: PortfolioState = state.env_state
         dtype = es.portfolio_value.dtype
-        p = cast_params(self.params if params is None else params, dtype)
+        p = cast_params(params_of(params, self.params), dtype)
         n = self.n_assets
         t = state.step_count
         target = self.action_to_weights(action, dtype)
         trades = target[:n] - es.weights[:n]
         turnover = sum_left_to_right(jnp.abs(trades))
         cost = p.cost(trades, equity=p.capital * es.portfolio_value)
-        market, before, after = self.market.advance(
+        market, log_returns, _ = self.market.advance(
             es.market,
             es.episode_key,
             t,
@@ -402,12 +415,15 @@ class PortfolioEnv(HistoryEnv):
             dt=p.dt,
             chol=p.chol,
         )
-        asset_returns = after / before - 1.0
+        # P[i+1] / P[i] - 1 from the log returns: finite even where a float32 price is not.
+        asset_returns = simple_return(log_returns)
         gross = sum_left_to_right(target[:n] * asset_returns)
         growth = jnp.where(cost >= 1.0, 0.0, (1.0 - cost) * (1.0 + gross))
         drifted = target * jnp.concatenate([1.0 + asset_returns, jnp.ones((1,), dtype)])
         total = sum_left_to_right(drifted)
-        alive = growth > 0.0
+        # total > 0 too: in float32 a -100% move (expm1 = -1) can leave every drifted
+        # weight 0 while rounding keeps growth a hair above 0 (weights 0/0 otherwise).
+        alive = (growth > 0.0) & (total > 0.0)
         weights = jnp.where(alive, drifted / jnp.where(alive, total, 1.0), self._cash_only(dtype))
         value = jnp.maximum(es.portfolio_value * growth, 0.0)
         t_next = t + 1

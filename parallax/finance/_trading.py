@@ -20,10 +20,10 @@ from .._core import KeyArray, State
 from .._spaces import Box, Discrete
 from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
 from ._costs import CostModel, as_cost_model
-from ._market import Market, MarketState, float_dtype, load_prices
+from ._market import Market, MarketState, float_dtype, load_prices, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
 from ._samplers import as_sampler
-from ._validation import finite_array, finite_number, int_at_least
+from ._validation import finite_array, finite_number, int_at_least, params_of
 
 __all__ = ["TradingEnv", "TradingParams", "TradingState"]
 
@@ -50,6 +50,10 @@ class TradingParams:
     capital: Any
     cost: CostModel
     reward: RewardFunction
+
+    def replace(self, **changes: Any) -> TradingParams:
+        """A copy with the given fields changed (`env.params.replace(sigma=0.5)`)."""
+        return dataclasses.replace(self, **changes)
 
 
 @jax.tree_util.register_dataclass
@@ -80,7 +84,8 @@ class TradingEnv(HistoryEnv):
     - Action: `Discrete(len(positions))`, an index into `positions` (out-of-range indices
       are clamped; wrap the env in `parallax.CheckedWrapper` to stop on them).
     - Dynamics (decision row `i = L + t`): `trade = w - p`, `cost = cost_model(trade)`,
-      `r = P[i+1] / P[i] - 1`, `growth = (1 - cost)(1 + w r)` (0 if `cost >= 1`); the
+      `r = P[i+1] / P[i] - 1` (computed as `expm1` of the log return, so it stays finite
+      when a float32 price underflows), `growth = (1 - cost)(1 + w r)` (0 if `cost >= 1`); the
       position drifts to `w (1 + r) / (w (1 + r) + 1 - w)` (0 after a wipe-out) and equity
       becomes `max(equity * growth, 0)`.
     - Reward: `reward(outcome)`, by default the log growth. Termination: `growth <= 0`.
@@ -91,7 +96,8 @@ class TradingEnv(HistoryEnv):
 
     The constructor takes sekai's arguments with the same names, defaults and checks.
     `reset(key=..., start=row)` places the first decision at `row` (sekai's
-    `options={"start": row}`). Numeric parameters are in `params` (`TradingParams`);
+    `options={"start": row}`). Numeric parameters are in `params` (`TradingParams`; change
+    some with `env.params.replace(sigma=0.5)`);
     pass other params to `reset`/`step` (or use `with_params`) to randomise the market.
 
     Args:
@@ -249,7 +255,7 @@ class TradingEnv(HistoryEnv):
             The first `State` (reward 0, flags False, step_count 0).
         """
         dtype = float_dtype()
-        p = cast_params(self.params if params is None else params, dtype)
+        p = cast_params(params_of(params, self.params), dtype)
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
@@ -303,16 +309,17 @@ class TradingEnv(HistoryEnv):
             The next `State`.
         """
         dtype = state.env_state.equity.dtype
-        p = cast_params(self.params if params is None else params, dtype)
+        p = cast_params(params_of(params, self.params), dtype)
         es: TradingState = state.env_state
         t = state.step_count
         target = p.positions[jnp.asarray(action)]
         trade = target - es.position
         cost = p.cost(trade[None], equity=p.capital * es.equity)
-        market, before, after = self.market.advance(
+        market, log_return, after = self.market.advance(
             es.market, es.episode_key, t, mu=p.mu, sigma=p.sigma, s0=p.s0, dt=p.dt, chol=None
         )
-        asset_return = (after / before - 1.0)[0]
+        # P[i+1] / P[i] - 1 from the log return: finite even where a float32 price is not.
+        asset_return = simple_return(log_return)[0]
         growth = jnp.where(cost >= 1.0, 0.0, (1.0 - cost) * (1.0 + target * asset_return))
         held = target * (1.0 + asset_return)
         value = held + (1.0 - target)

@@ -3,6 +3,7 @@
 - `finite_number(name, value, bound=None)`: a finite float, optionally `> 0` or `>= 0`.
 - `finite_array(name, value, bound=None)`: a float64 array of finite numbers, likewise.
 - `int_at_least(name, value, minimum)`: an int `>= minimum`.
+- `params_of(params, default, cls=None)`: a call's `params=` checked to be the env's params class.
 """
 
 from __future__ import annotations
@@ -61,3 +62,24 @@ def int_at_least(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def params_of(params: Any, default: Any, cls: type | None = None) -> Any:
+    """`params`, or `default` when None; `TypeError` unless it is a `cls` (default's class).
+
+    The message says how to build one: from the env's own, `env.params.replace(name=value)`.
+    """
+    if params is None:
+        return default
+    cls = type(default) if cls is None else cls
+    if not isinstance(params, cls):
+        if isinstance(params, dict) and params and all(isinstance(k, str) for k in params):
+            example = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        else:
+            example = ", ".join(f"{name}=..." for name in list(vars(default))[:2])
+        raise TypeError(
+            f"params must be the env's params class, {cls.__name__}, got "
+            f"{type(params).__name__}; build one from the env's own: "
+            f"env.params.replace({example})"
+        )
+    return params
