@@ -18,7 +18,7 @@ from brax.envs import fast as brax_fast
 from brax.envs.wrappers import training
 
 import parallax
-from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
+from parallax import TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.adapters import BraxAdapter
 from parallax.spaces import Box
 from parallax.testing import check_batch_independence, check_env
@@ -216,7 +216,7 @@ def test_spaces_and_protocol():
 
 
 def test_autoreset_wrapper_keeps_terminal_observation():
-    env = VmapWrapper(AutoResetWrapper(BraxAdapter(brax.envs.create("fast", episode_length=2))), 2)
+    env = VmapAutoResetWrapper(BraxAdapter(brax.envs.create("fast", episode_length=2)), 2)
     state = env.reset(key=jax.random.key(0))
     step = jax.jit(env.step)
     state = step(step(state, jnp.ones((2, 1))), jnp.ones((2, 1)))

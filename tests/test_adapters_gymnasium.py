@@ -171,22 +171,37 @@ def _sync_reference(mode):
     )
 
 
-def test_vector_autoreset_mode_is_declared():
+def test_vector_export_defaults_to_next_step_and_declares_it():
     plain = GymnasiumVectorEnv(VmapWrapper(GridWorld(), 2))
     assert plain.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
-    same = GymnasiumVectorEnv(parallax.make_vec("GridWorld-v0", 2, max_episode_steps=3))
+    vec = parallax.make_vec("GridWorld-v0", 2, max_episode_steps=3)  # same-step by default
+    default = GymnasiumVectorEnv(vec)
+    assert default.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    assert default.env.autoreset_mode == "next-step"
+    assert vec.autoreset_mode == "same-step"  # the given stack is not modified
+    kept = GymnasiumVectorEnv(vec, autoreset_mode=None)
+    assert kept.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP and kept.env is vec
+    same = GymnasiumVectorEnv(vec, autoreset_mode=AutoresetMode.SAME_STEP)
     assert same.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
-    nxt = parallax.make_vec("GridWorld-v0", 2, max_episode_steps=3, autoreset="next-step")
-    assert GymnasiumVectorEnv(nxt).metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
     off = VmapWrapper(AutoResetWrapper(GridWorld(), mode="off"), 2)
-    assert GymnasiumVectorEnv(off).metadata["autoreset_mode"] == AutoresetMode.DISABLED
+    assert GymnasiumVectorEnv(off, autoreset_mode=None).metadata["autoreset_mode"] == (
+        AutoresetMode.DISABLED
+    )
+    per_env = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 3)), 2)  # rebuilt too
+    assert GymnasiumVectorEnv(per_env).metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    with pytest.raises(ValueError, match="autoreset_mode must be 'next-step'"):
+        GymnasiumVectorEnv(vec, autoreset_mode="sometimes")
+    buried = parallax.TransformReward(vec, lambda r: 2.0 * r)
+    with pytest.raises(ValueError, match="auto-resets in mode 'same-step' below other wrappers"):
+        GymnasiumVectorEnv(buried)
+    assert GymnasiumVectorEnv(buried, autoreset_mode="same-step").env is buried
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_vector_env_follows_gymnasiums_autoreset_convention(mode):
     ours_mode = "next-step" if mode == AutoresetMode.NEXT_STEP else "same-step"
     vec = parallax.make_vec("GridWorld-v0", NUM_ENVS, max_episode_steps=3, autoreset=ours_mode)
-    ours, ref = GymnasiumVectorEnv(vec), _sync_reference(mode)
+    ours, ref = GymnasiumVectorEnv(vec, autoreset_mode=ours_mode), _sync_reference(mode)
     assert ours.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"] == mode
     assert ours.single_observation_space == ref.single_observation_space
     assert ours.single_action_space == ref.single_action_space == gs.Discrete(4)
@@ -222,7 +237,7 @@ def test_vector_env_follows_gymnasiums_autoreset_convention(mode):
 
 def test_vector_selective_reset_with_reset_mask():
     off = VmapWrapper(AutoResetWrapper(TimeLimit(GridWorld(), 50), mode="off"), NUM_ENVS)
-    envs = GymnasiumVectorEnv(off, seed=0)
+    envs = GymnasiumVectorEnv(off, seed=0, autoreset_mode="off")
     assert envs.metadata["autoreset_mode"] == AutoresetMode.DISABLED
     envs.reset(seed=SEEDS)
     obs = None
@@ -246,6 +261,106 @@ def test_vector_env_works_under_gymnasium_vector_wrappers():
     for _ in range(4):  # "down" never reaches a goal: every episode lasts the 4 steps
         *_, info = envs.step(np.full(NUM_ENVS, 1))
     assert info["_episode"].all() and info["episode"]["l"].tolist() == [4] * NUM_ENVS
+
+
+def test_gymnasium_vector_observation_wrappers_accept_the_default_export():
+    # they refuse same-step auto-reset (a bare AssertionError); make_vec's default is same-step
+    vec = parallax.make_vec("GridWorld-v0", NUM_ENVS, max_episode_steps=5)
+    for wrap in (
+        gymnasium.wrappers.vector.NormalizeObservation,
+        gymnasium.wrappers.vector.FlattenObservation,
+    ):
+        envs = wrap(GymnasiumVectorEnv(vec))
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (NUM_ENVS, 4)
+        for _ in range(7):
+            obs, *_ = envs.step(np.full(NUM_ENVS, 1))
+        assert obs.shape == (NUM_ENVS, 4) and np.isfinite(obs).all()
+
+
+def test_record_episode_statistics_counts_every_episode_length():
+    # under same-step auto-reset Gymnasium's wrapper counted 24 for every episode after the first
+    length, episodes = 25, 4
+    vec = parallax.make_vec("GridWorld-v0", 2, max_episode_steps=length)
+    envs = gymnasium.wrappers.vector.RecordEpisodeStatistics(GymnasiumVectorEnv(vec))
+    envs.reset(seed=0)
+    lengths = []
+    for _ in range(episodes * (length + 1)):  # + 1: next-step's reset step per episode
+        *_, info = envs.step(np.full(2, 1))  # "down": only the time limit ends episodes
+        if "episode" in info:
+            lengths += info["episode"]["l"][info["_episode"]].tolist()
+    assert lengths == [length] * (2 * episodes)
+
+
+def test_out_of_space_actions_are_refused_naming_action_and_space():
+    env = GymnasiumEnv(GridWorld())
+    env.reset(seed=0)
+    for bad in (1.7, 7, -1, np.float32(1.0), "up", [1]):
+        with pytest.raises(ValueError, match=r"action .* is not in the action space Discrete\(4\)"):
+            env.step(bad)
+    box = GymnasiumEnv(TimeLimit(DictGrid(GridWorld()), 5))
+    box.reset(seed=0)
+    with pytest.raises(
+        ValueError, match=r"not in the action space Tuple\(Discrete\(4\), MultiBinary"
+    ):
+        box.step((2, np.array([0, 2], np.int8)))
+    box.step((np.int64(2), [0, 1]))  # a list converts exactly to MultiBinary's int8
+    envs = GymnasiumVectorEnv(VmapWrapper(GridWorld(), 3))
+    envs.reset(seed=0)
+    for bad in (np.array([0, 1, 4]), np.array([0.0, 1.7, 2.0]), np.array([0, 1]), -np.ones(3, int)):
+        with pytest.raises(
+            ValueError, match=r"is not in the action space MultiDiscrete\(\[4 4 4\]\)"
+        ):
+            envs.step(bad)
+    envs.step(np.array([0, 1, 3], np.int32))  # any integer dtype whose values fit
+
+
+def test_continuous_actions_convert_to_the_box_dtype_and_are_bounds_checked():
+    class Push(Wrapper):
+        action_space = Box(-1.0, 1.0, (2,))
+
+        def step(self, state, action):
+            return self.env.step(state, (action[0] > 0).astype(jnp.int32))
+
+    env = GymnasiumEnv(TimeLimit(Push(GridWorld()), 5))
+    env.reset(seed=0)
+    env.step(np.array([0.5, -0.5]))  # float64 in range: converted to float32
+    env.step(np.array([1, 0]))
+    for bad in (np.array([1.5, 0.0]), np.array([np.nan, 0.0]), np.zeros(3), np.array(["a", "b"])):
+        with pytest.raises(
+            ValueError, match=r"is not in the action space Box\(-1.0, 1.0, \(2,\), float32\)"
+        ):
+            env.step(bad)
+    assert env._step_fn._cache_size() == 1
+
+
+def test_each_step_is_one_jitted_call_and_one_transfer():
+    env = GymnasiumEnv(TimeLimit(GridWorld(), max_steps=5))
+    env.reset(seed=0)
+    _, out = env._step_fn(env.state, np.int32(1))
+    assert isinstance(out, jax.Array) and out.dtype == jnp.uint8  # all the host gets: one buffer
+    obs, reward, *_ = env.step(1)
+    assert isinstance(obs, np.ndarray) and obs.flags.writeable and isinstance(reward, float)
+    envs = GymnasiumVectorEnv(parallax.make_vec("GridWorld-v0", 4, max_episode_steps=5))
+    envs.reset(seed=0)
+    _, out = envs._step_fn(envs.state, np.zeros(4, np.int32))
+    assert isinstance(out, jax.Array) and out.dtype == jnp.uint8
+    obs, rewards, terminations, *_ = envs.step(np.zeros(4, np.int64))
+    assert obs.flags.writeable and rewards.flags.writeable and terminations.flags.writeable
+
+
+def test_toggling_x64_after_building_keeps_the_outputs_right():
+    grid = TimeLimit(GridWorld(), 10)
+    env = GymnasiumEnv(grid)
+    for flag in (False, True, False):  # one compiled program, and one layout, per setting
+        with jax.enable_x64(flag):
+            first = grid.reset(key=jax.random.key(3))
+            then = grid.step(first, 1)
+            obs, _ = env.reset(seed=3)
+            np.testing.assert_array_equal(obs, first.observation)
+            obs, reward, *_ = env.step(1)
+            np.testing.assert_array_equal(obs, then.observation)
+            assert reward == pytest.approx(float(then.reward))
 
 
 def test_example_random_policy_evaluation(capsys):

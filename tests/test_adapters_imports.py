@@ -60,10 +60,14 @@ def test_adapters_import_without_any_optional_library(monkeypatch):
         (adapters.GymnasiumVectorEnv, "gymnasium"),
     ]
     for cls, extra in cases:
-        with pytest.raises(ImportError, match=rf"pip install \"parallax-rl\[{extra}\] @ git\+https://") as info:
+        with pytest.raises(
+            ImportError, match=rf"pip install \"parallax-rl\[{extra}\] @ git\+https://"
+        ) as info:
             cls(object())
         assert isinstance(info.value.__cause__, ModuleNotFoundError)
-    with pytest.raises(ImportError, match=r"pip install \"parallax-rl\[gymnasium\] @ git\+https://"):
+    with pytest.raises(
+        ImportError, match=r"pip install \"parallax-rl\[gymnasium\] @ git\+https://"
+    ):
         adapters.to_gymnasium_space(None)
 
 
@@ -154,3 +158,23 @@ def test_docstring_examples_run():
             module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
         )
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_exports_name_their_extra_when_the_library_is_missing(monkeypatch):
+    _hide(monkeypatch, *OPTIONAL, "pettingzoo", "jumanji")
+    adapters = _fresh_adapters(monkeypatch)
+    from parallax.envs import GridWorld, Race
+
+    cases = [
+        (lambda: adapters.to_gymnax(GridWorld()), "gymnax"),
+        (lambda: adapters.to_brax(GridWorld()), "brax"),
+        (lambda: adapters.to_pettingzoo(Race()), "pettingzoo"),
+        (lambda: adapters.PettingZooEnv(Race()), "pettingzoo"),
+        (lambda: adapters.to_jumanji(GridWorld()), "jumanji"),
+        (lambda: adapters.JumanjiEnv(GridWorld()), "jumanji"),
+    ]
+    for build, extra in cases:
+        with pytest.raises(ImportError, match=rf"pip install \"parallax-rl\[{extra}\] @ git\+"):
+            build()
+    for name in (*OPTIONAL, "pettingzoo", "jumanji"):
+        assert sys.modules[name] is None  # nothing imported them

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import jax
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -73,3 +74,15 @@ def test_finance_vs_sekai_times_the_same_episodes_on_both_sides(tmp_path: Path) 
     assert row["ratio_vs_native"] == pytest.approx(
         ours["steps_per_s"] / native["steps_per_s"], rel=1e-9
     )
+
+
+def test_exports_overhead_runs_every_export_against_the_bare_env() -> None:
+    exports = load("exports_overhead")
+    result = exports.measure("OptimalExecution-v0", 4, steps=6, repeats=1)
+    assert result["parallax"]["steps_per_second"] > 0 and "ratio" not in result["parallax"]
+    for variant in ("per-env", "gymnax", "brax", "jumanji"):
+        assert result[variant]["steps_per_second"] > 0 and result[variant]["ratio"] > 0
+    # every variant advanced its own copies of the env (the carries are real rollouts)
+    first, run = exports.build("gymnax", "OptimalExecution-v0", 4, 6)
+    states = run(first, jax.random.key(0))[0]
+    assert int(states.parallax_state.step_count.max()) > 0

@@ -1,12 +1,20 @@
 """Parallax environments for Gymnasium users (this module imports `gymnasium`).
 
-- `GymnasiumEnv`: any Parallax environment as a `gymnasium.Env`.
-- `GymnasiumVectorEnv`: any `VmapWrapper`-ed environment as a `gymnasium.vector.VectorEnv`.
+- `GymnasiumEnv`: any Parallax environment as a `gymnasium.Env` (Gymnasium 0.29 and 1.x).
+- `GymnasiumVectorEnv`: any `VmapWrapper`-ed environment as a `gymnasium.vector.VectorEnv`
+  (Gymnasium >= 1.1, whose vector API declares auto-reset modes).
 - `to_gymnasium_space`: a Parallax space as the equivalent Gymnasium space.
 
-Both exports compile the environment's `reset` and `step` with `jax.jit` once, when they
-are built, and hand NumPy arrays to the caller: observations with the dtypes of the
-Gymnasium observation space, rewards as floats, flags as bools, `info` as NumPy.
+Both exports compile one function per call kind with `jax.jit` when they are built: `step`
+runs the environment's step *and* every conversion (observation dtypes, dropped
+auto-reset keys) on the device, and packs everything the host needs into one byte buffer,
+which comes to the host in one transfer (`HostPacker`). The caller gets NumPy: observations with the dtypes of the Gymnasium
+observation space, rewards as floats, flags as bools, `info` as NumPy.
+
+Actions are checked with the Gymnasium space's `contains` before they reach the device; an
+action outside the space raises `ValueError` naming the action and the space. Arrays of
+another numeric dtype are accepted when they convert exactly (an int64 array for an int32
+`MultiDiscrete`, a float64 array for a float32 `Box`); `1.7` for a `Discrete` space is not.
 
 Seeds. `reset(seed=s)` starts from `jax.random.key(s)` (seeds of 2**32 and above are first
 hashed to 32 bits with NumPy's `SeedSequence`), so a Gymnasium user and a Parallax user who
@@ -17,21 +25,26 @@ sequence of resets is reproducible, as Gymnasium's checker requires.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium
 import jax
-import jax.numpy as jnp
 import numpy as np
 from gymnasium import spaces as gym_spaces
-from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from .._core import MARLState, State
 from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace, Space
 from .._wrappers.autoreset import FINAL_INFO, FINAL_OBSERVATION, AutoResetWrapper
-from .._wrappers.base import is_vector_env, unwrap_layers
+from .._wrappers.base import is_vector_env
+from .._wrappers.vmap import VmapWrapper
+
+try:  # the vector API with declared auto-reset modes: Gymnasium >= 1.1
+    from gymnasium.vector import AutoresetMode
+except ImportError:  # pragma: no cover - exercised in a Gymnasium 0.29 environment
+    AutoresetMode = None  # type: ignore[assignment,misc]
 
 __all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium_space"]
 
@@ -40,8 +53,8 @@ __all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium_space"]
 def _leaf_to_gymnasium(space: Any) -> gym_spaces.Space[Any]:
     if isinstance(space, Discrete):
         if space.shape == ():
-            # Gymnasium's convention (and its checker's): scalar discrete values are int64
-            return gym_spaces.Discrete(space.n, dtype=np.int64)
+            # Gymnasium's default and its checker's convention: scalar discrete values are int64
+            return gym_spaces.Discrete(space.n)
         return gym_spaces.MultiDiscrete(np.full(space.shape, space.n), dtype=str(space.dtype))
     if isinstance(space, Box):
         # Bounds in the space's own dtype, as Gymnasium stores them (no precision warning).
@@ -93,39 +106,219 @@ def to_gymnasium_space(space: Space) -> gym_spaces.Space[Any]:
     return _leaf_to_gymnasium(space)
 
 
-# -- values -----------------------------------------------------------------------------------
-def _to_numpy(value: Any, space: Any) -> Any:
-    """A JAX observation as NumPy, following the Parallax space's containers."""
-    if isinstance(space, PyTreeSpace):
-        return _to_numpy(value, space.spaces)
-    if isinstance(space, dict):
-        return {str(k): _to_numpy(value[k], s) for k, s in space.items()}
-    if isinstance(space, tuple | list):
-        return tuple(_to_numpy(v, s) for v, s in zip(value, space))
-    if isinstance(space, Discrete) and space.shape == ():
-        return np.int64(value)  # what Gymnasium's checker expects of a Discrete value
-    return np.asarray(value, dtype=_leaf_to_gymnasium(space).dtype)
+# -- actions: Gymnasium value -> checked NumPy value in the env's structure and dtypes ----------
+class _NotInSpace(Exception):
+    """An action leaf outside its space (turned into the caller's `ValueError`)."""
 
 
-def _to_jax(value: Any, space: Any) -> Any:
-    """A Gymnasium action as JAX arrays in the structure and dtypes the env expects."""
-    if isinstance(space, PyTreeSpace):
-        return _to_jax(value, space.spaces)
-    if isinstance(space, dict):
-        return {k: _to_jax(value[str(k)], s) for k, s in space.items()}
-    if isinstance(space, tuple | list):
-        items = [_to_jax(v, s) for v, s in zip(value, space)]
-        if hasattr(space, "_fields"):  # a NamedTuple of spaces
-            return type(space)(*items)
-        return type(space)(items)
-    return jnp.asarray(value, dtype=jax.dtypes.canonicalize_dtype(np.dtype(space.dtype)))
+def _plain(spec: Any) -> Any:
+    """A Parallax space tree with every `PyTreeSpace` replaced by the tree it holds."""
+    if isinstance(spec, PyTreeSpace):
+        return _plain(spec.spaces)
+    if isinstance(spec, dict):
+        return {k: _plain(v) for k, v in spec.items()}
+    if isinstance(spec, tuple | list):
+        items = [_plain(v) for v in spec]
+        return type(spec)(*items) if hasattr(spec, "_fields") else type(spec)(items)
+    return spec
 
 
-def _info_to_numpy(info: Any) -> Any:
-    return jax.tree.map(np.asarray, info)
+def _is_leaf_space(x: Any) -> bool:
+    return isinstance(x, Discrete | Box | MultiDiscrete | MultiBinary)
 
 
-def _seed_to_int(seed: Any) -> int:
+def _jax_dtype(dtype: Any) -> np.dtype:
+    """The dtype JAX stores `dtype` as (int64 -> int32 unless x64 is on)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.dtype(dtype)))
+
+
+def _leaf_encoder(gym_space: gym_spaces.Space[Any], spec: Any) -> Callable[[Any], Any]:
+    target = _jax_dtype(spec.dtype)
+    contains = gym_space.contains
+    if isinstance(gym_space, gym_spaces.Discrete):
+
+        def encode_discrete(action: Any) -> Any:
+            if not contains(action):  # ints and integer scalars in range; not 1.7, not -1
+                raise _NotInSpace
+            return np.asarray(action, target)
+
+        return encode_discrete
+
+    space_dtype = np.dtype(gym_space.dtype)  # type: ignore[arg-type]
+    exact = space_dtype.kind != "f"  # integer spaces take only values that convert exactly
+
+    def encode_array(action: Any) -> Any:
+        x = np.asarray(action)
+        if x.dtype != space_dtype:
+            if x.dtype.kind not in "biuf":
+                raise _NotInSpace
+            with np.errstate(all="ignore"):
+                cast = x.astype(space_dtype)
+            if exact and not np.array_equal(cast, x):
+                raise _NotInSpace
+            x = cast
+        if not contains(x):
+            raise _NotInSpace
+        return x if space_dtype == target else x.astype(target)
+
+    return encode_array
+
+
+def _encoder(gym_space: gym_spaces.Space[Any], spec: Any) -> Callable[[Any], Any]:
+    """Check-and-convert for one (possibly nested) action; `spec` is a `_plain` tree."""
+    if isinstance(spec, dict):
+        assert isinstance(gym_space, gym_spaces.Dict)
+        items = [(k, str(k), _encoder(gym_space[str(k)], s)) for k, s in spec.items()]
+        names = {name for _, name, _ in items}
+
+        def encode_dict(action: Any) -> Any:
+            if not isinstance(action, Mapping) or set(action) != names:
+                raise _NotInSpace
+            return {k: encode(action[name]) for k, name, encode in items}
+
+        return encode_dict
+    if isinstance(spec, tuple | list):
+        assert isinstance(gym_space, gym_spaces.Tuple)
+        encoders = [_encoder(g, s) for g, s in zip(gym_space.spaces, spec)]
+        named = hasattr(spec, "_fields")  # a NamedTuple of spaces
+
+        def rebuild(items: list[Any]) -> Any:
+            return type(spec)(*items) if named else type(spec)(items)
+
+        def encode_tuple(action: Any) -> Any:
+            if not isinstance(action, tuple | list) or len(action) != len(encoders):
+                raise _NotInSpace
+            return rebuild([encode(a) for encode, a in zip(encoders, action)])
+
+        return encode_tuple
+    return _leaf_encoder(gym_space, spec)
+
+
+def action_encoder(
+    gym_space: gym_spaces.Space[Any], spec: Any, owner: str, *, of: str = ""
+) -> Callable[[Any], Any]:
+    """`encode(action)`: the action as NumPy in the structure and dtypes the env expects.
+
+    Built once per export. `encode` raises `ValueError` naming the action and `gym_space`
+    when `gym_space.contains` refuses it (after an exact dtype conversion, see the module
+    docstring). `spec` is the matching Parallax space (a batched `gym_space` pairs with the
+    unbatched Parallax space: structure and dtypes are the same). `of` follows the action
+    in the message (`" of 'agent_0'"`).
+    """
+    encode = _encoder(gym_space, _plain(spec))
+
+    def checked(action: Any) -> Any:
+        try:
+            return encode(action)
+        except (_NotInSpace, TypeError, ValueError):
+            raise ValueError(
+                f"{owner}: action {action!r}{of} is not in the action space {gym_space}"
+            ) from None
+
+    return checked
+
+
+# -- observations: flat device leaves -> the Gymnasium structure on the host --------------------
+class ObservationCodec:
+    """How an observation leaves the device and is rebuilt on the host, decided once.
+
+    `device(obs)` (inside `jit`) flattens the observation to a tuple of leaves cast to the
+    Gymnasium dtypes JAX can hold; `host(leaves)` (after the transfer) rebuilds the
+    Gymnasium structure (dicts with `str` keys, tuples), casting what JAX could not hold
+    (int64 without x64), into writable arrays (a transferred array is read-only, and
+    Gymnasium's wrappers write into observations). A plain `Box` observation costs one
+    copy on the host.
+    `batched` prepends the batch axis (vector exports): scalar `Discrete` values stay arrays.
+    """
+
+    def __init__(self, spec: Any, *, batched: bool = False) -> None:
+        tree = _plain(spec)
+        leaves, self._treedef = jax.tree.flatten(tree, is_leaf=_is_leaf_space)
+        gym_dtypes = [np.dtype(_leaf_to_gymnasium(s).dtype) for s in leaves]  # type: ignore[arg-type]
+        self._device_dtypes = [_jax_dtype(d) for d in gym_dtypes]
+        scalar_discrete = [
+            not batched and isinstance(s, Discrete) and s.shape == () for s in leaves
+        ]
+        fixes: list[Callable[[Any], Any]] = []
+        for want, scalar in zip(gym_dtypes, scalar_discrete):
+            if scalar:  # Gymnasium's checker wants a NumPy int64 scalar for `Discrete`
+                fixes.append(np.int64)
+            else:  # a writable copy (transferred arrays are read-only), in the Gymnasium dtype
+                fixes.append(functools.partial(np.array, dtype=want))
+        index_tree = jax.tree.unflatten(self._treedef, list(range(len(leaves))))
+        self.host = self._builder(index_tree, fixes)
+
+    def device(self, observation: Any) -> tuple[Any, ...]:
+        leaves = self._treedef.flatten_up_to(observation)  # type: ignore[attr-defined]
+        return tuple(x.astype(d) for x, d in zip(leaves, self._device_dtypes))
+
+    @classmethod
+    def _builder(cls, index_tree: Any, fixes: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+        if isinstance(index_tree, dict):
+            parts = [(str(k), cls._builder(v, fixes)) for k, v in index_tree.items()]
+            return lambda leaves: {name: build(leaves) for name, build in parts}
+        if isinstance(index_tree, tuple | list):
+            builders = [cls._builder(v, fixes) for v in index_tree]
+            return lambda leaves: tuple(build(leaves) for build in builders)
+        i, fix = int(index_tree), fixes[int(index_tree)]
+        return lambda leaves: fix(leaves[i])
+
+
+# -- one transfer per call: every host-bound array packed into one byte buffer ----------------
+class HostPacker:
+    """Moves a pytree of arrays to the host in one transfer, as one byte buffer.
+
+    `pack(tree)` runs inside `jit`: it views every leaf as bytes (`bool` as `uint8`) and
+    concatenates them into one `uint8` vector; it records the layout while tracing (one per
+    `jax_enable_x64` setting).
+    `unpack(buffer)` runs on the host after `np.asarray(buffer)` (the only transfer) and
+    returns the same pytree of NumPy views (read-only). One buffer instead of one per leaf
+    matters: each transferred array costs tens of microseconds.
+    """
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        # one layout per `jax_enable_x64` setting: `jit` keeps one compiled program for each
+        self._layouts: dict[bool, tuple[list[tuple[int, int, np.dtype, tuple[int, ...]]], Any]]
+        self._layouts = {}
+
+    def pack(self, tree: Any) -> Any:
+        leaves, treedef = jax.tree.flatten(tree)
+        parts, layout, offset = [], [], 0
+        for leaf in leaves:
+            dtype = np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else None
+            if dtype is None or dtype.kind not in "biuf":
+                raise TypeError(
+                    f"{self._owner}: cannot hand {leaf!r} to the host; observations, rewards, "
+                    "flags and info values must be bool, integer or floating arrays"
+                )
+            data = leaf.astype(jax.numpy.uint8) if dtype.kind == "b" else leaf
+            if dtype.itemsize > 1 or dtype.kind != "u":
+                data = jax.lax.bitcast_convert_type(data, jax.numpy.uint8)
+            nbytes = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
+            layout.append((offset, offset + nbytes, dtype, tuple(leaf.shape)))
+            parts.append(data.reshape(-1))
+            offset += nbytes
+        self._layouts[bool(jax.config.read("jax_enable_x64"))] = (layout, treedef)
+        if not parts:
+            return jax.numpy.zeros((0,), jax.numpy.uint8)
+        return jax.numpy.concatenate(parts)
+
+    def unpack(self, buffer: Any) -> Any:
+        data = np.asarray(buffer)
+        layout, treedef = self._layouts[bool(jax.config.read("jax_enable_x64"))]
+        leaves = [data[a:b].view(dtype).reshape(shape) for a, b, dtype, shape in layout]
+        return jax.tree.unflatten(treedef, leaves)
+
+
+# -- shared helpers -----------------------------------------------------------------------------
+def _writable(tree: Any) -> Any:
+    """`tree` (NumPy views of a transferred buffer) as writable copies."""
+    return jax.tree.map(np.array, tree) if tree else tree
+
+
+def seed_to_int(seed: Any) -> int:
+    """A non-negative int seed below 2**32 (larger ones hashed), or `ValueError`."""
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
     seed = int(seed)
@@ -147,7 +340,8 @@ def _check_options(options: Any, allowed: tuple[str, ...], owner: str) -> dict[s
     return options
 
 
-def _check_env(env: Any, owner: str) -> None:
+def check_parallax_env(env: Any, owner: str) -> None:
+    """`TypeError` naming `owner` unless `env` has callable `reset`/`step` and both spaces."""
     for name in ("reset", "step"):
         if not callable(getattr(env, name, None)):
             raise TypeError(
@@ -159,12 +353,21 @@ def _check_env(env: Any, owner: str) -> None:
             raise TypeError(f"{owner}: env must have an `{name}`, got {type(env).__name__}")
 
 
+def _state_kind(env: Any) -> Any:
+    """The abstract state `env.reset` returns (nothing is computed)."""
+    return jax.eval_shape(lambda k: env.reset(key=k), jax.random.key(0))
+
+
 # -- single environment -----------------------------------------------------------------------
 class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
     """A Parallax environment as a `gymnasium.Env` (passes Gymnasium's `check_env`).
 
     Gymnasium's single-environment API has no auto-reset: after `terminated` or
-    `truncated`, call `reset()`. Wrap the env in `TimeLimit` for a time limit.
+    `truncated`, call `reset()`. Wrap the env in `TimeLimit` for a time limit. Works with
+    Gymnasium 0.29 (CleanRL's pin) and 1.x.
+
+    Each `step` is one jitted call (the env's step and the output conversions) and one
+    device-to-host transfer; the action is checked with `action_space.contains` first.
 
     Args:
         env: a single (not vectorised) Parallax environment whose states are `State`s.
@@ -176,6 +379,9 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         observation_space, action_space: the Gymnasium equivalents of the env's spaces.
         state: the current Parallax `State` (`None` before the first `reset`).
 
+    Raises:
+        ValueError: from `step`, for an action outside `action_space` (named, with the space).
+
     Example:
         >>> from parallax import TimeLimit
         >>> from parallax.envs import GridWorld
@@ -185,33 +391,51 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
         >>> obs.dtype, type(reward), type(terminated)
         (dtype('float32'), <class 'float'>, <class 'bool'>)
+        >>> try:
+        ...     env.step(7)
+        ... except ValueError as error:
+        ...     print(error)
+        GymnasiumEnv.step: action 7 is not in the action space Discrete(4)
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium's own convention)
 
     def __init__(self, env: Any, seed: int | None = None) -> None:
-        _check_env(env, "GymnasiumEnv")
+        check_parallax_env(env, "GymnasiumEnv")
         if is_vector_env(env):
             raise TypeError(
                 "GymnasiumEnv: env is a vector env (it has num_envs); use GymnasiumVectorEnv"
             )
-        shapes = jax.eval_shape(lambda k: env.reset(key=k), jax.random.key(0))
+        shapes = _state_kind(env)
         if isinstance(shapes, MARLState) or not isinstance(shapes, State):
             raise TypeError(
                 f"GymnasiumEnv: env must return single-agent `State`s, got {type(shapes).__name__}"
             )
         self.env = env
-        self._observation_spec = env.observation_space
-        self._action_spec = env.action_space
         self.observation_space = to_gymnasium_space(env.observation_space)
         self.action_space = to_gymnasium_space(env.action_space)
         self.render_mode = None
         self.state: State | None = None
-        self._reset_fn: Callable[..., State] = jax.jit(lambda key: env.reset(key=key))
-        self._step_fn: Callable[..., State] = jax.jit(env.step)
+        self._encode = action_encoder(self.action_space, env.action_space, "GymnasiumEnv.step")
+        obs = ObservationCodec(env.observation_space)
+        self._build_obs = obs.host
+        reset_out, step_out = HostPacker("GymnasiumEnv"), HostPacker("GymnasiumEnv")
+        self._reset_out, self._step_out = reset_out.unpack, step_out.unpack
+
+        def reset(key: Any) -> Any:
+            state = env.reset(key=key)
+            return state, reset_out.pack((obs.device(state.observation), state.info))
+
+        def step(state: Any, action: Any) -> Any:
+            state = env.step(state, action)
+            out = (state.reward, state.termination, state.truncation, state.info)
+            return state, step_out.pack((obs.device(state.observation), *out))
+
+        self._reset_fn: Callable[..., Any] = jax.jit(reset)
+        self._step_fn: Callable[..., Any] = jax.jit(step)
         if seed is not None:
             self._np_random, self._np_random_seed = gymnasium.utils.seeding.np_random(
-                _seed_to_int(seed)
+                seed_to_int(seed)
             )
 
     def reset(
@@ -228,15 +452,13 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         """
         _check_options(options, (), "GymnasiumEnv")
         if seed is not None:
-            seed = _seed_to_int(seed)
+            seed = seed_to_int(seed)
         super().reset(seed=seed)
         if seed is None:
             seed = int(self.np_random.integers(0, 2**32, dtype=np.uint64))
-        self.state = self._reset_fn(jax.random.key(seed))
-        return (
-            _to_numpy(self.state.observation, self._observation_spec),
-            _info_to_numpy(self.state.info),
-        )
+        self.state, out = self._reset_fn(jax.random.key(seed))
+        leaves, info = self._reset_out(out)
+        return self._build_obs(leaves), _writable(info)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Advance one step.
@@ -246,18 +468,16 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
 
         Returns:
             `(observation, reward, terminated, truncated, info)`.
+
+        Raises:
+            ValueError: `action` is not in `action_space`.
         """
         if self.state is None:
             raise gymnasium.error.ResetNeeded("GymnasiumEnv: call reset() before step()")
-        self.state = self._step_fn(self.state, _to_jax(action, self._action_spec))
-        state = self.state
-        return (
-            _to_numpy(state.observation, self._observation_spec),
-            float(state.reward),
-            bool(state.termination),
-            bool(state.truncation),
-            _info_to_numpy(state.info),
-        )
+        self.state, out = self._step_fn(self.state, self._encode(action))
+        leaves, reward, terminated, truncated, info = self._step_out(out)
+        obs = self._build_obs(leaves)
+        return obs, float(reward), bool(terminated), bool(truncated), _writable(info)
 
     def render(self) -> None:
         """No rendering (`render_mode` is `None`)."""
@@ -268,26 +488,68 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
 
 
 # -- vector environment -----------------------------------------------------------------------
-_MODES = {
-    "same-step": AutoresetMode.SAME_STEP,
-    "next-step": AutoresetMode.NEXT_STEP,
-    "off": AutoresetMode.DISABLED,
-}
+_MODE_NAMES = ("next-step", "same-step", "off")
 
 
-def _autoreset_mode(env: Any) -> str | None:
-    """The mode of the outermost `AutoResetWrapper` in the stack, or `None` if there is none."""
-    for layer in unwrap_layers(env):
-        if isinstance(layer, AutoResetWrapper):
-            return layer.mode
-    return None
+def _gymnasium_mode(mode: str) -> Any:
+    assert AutoresetMode is not None
+    return {
+        "same-step": AutoresetMode.SAME_STEP,
+        "next-step": AutoresetMode.NEXT_STEP,
+        "off": AutoresetMode.DISABLED,
+    }[mode]
+
+
+def _mode_name(mode: Any) -> str | None:
+    """`autoreset_mode` as a Parallax mode name (`None`: keep the stack's)."""
+    if mode is None or mode in _MODE_NAMES:
+        return mode  # type: ignore[no-any-return]
+    if AutoresetMode is not None and isinstance(mode, AutoresetMode):
+        return {
+            AutoresetMode.NEXT_STEP: "next-step",
+            AutoresetMode.SAME_STEP: "same-step",
+            AutoresetMode.DISABLED: "off",
+        }[mode]
+    raise ValueError(
+        "GymnasiumVectorEnv: autoreset_mode must be 'next-step', 'same-step', 'off', a "
+        f"gymnasium.vector.AutoresetMode or None, got {mode!r}"
+    )
+
+
+def _autoreset_mode(env: Any) -> str:
+    """How the stack restarts episodes (its `autoreset_mode`; `"off"`: it does not)."""
+    return str(getattr(env, "autoreset_mode", "off"))
+
+
+def _with_autoreset(vector_env: Any, wanted: str | None) -> tuple[Any, str]:
+    """The stack that auto-resets in mode `wanted` (see `GymnasiumVectorEnv`), and the mode."""
+    have = _autoreset_mode(vector_env)
+    if wanted is None or wanted == have:
+        return vector_env, have
+    if have == "off":  # nothing auto-resets: add the auto-reset on the outside
+        return AutoResetWrapper(vector_env, mode=wanted), wanted
+    base = None
+    if isinstance(vector_env, AutoResetWrapper) and vector_env.mode == have:
+        base = vector_env.env  # make_vec's stack (VmapAutoResetWrapper): the batch below
+    elif type(vector_env) is VmapWrapper and isinstance(vector_env.env, AutoResetWrapper):
+        inner = vector_env.env  # per-env auto-reset under vmap: the same batch without it
+        base = VmapWrapper(
+            inner.env, vector_env.num_envs, max_resets_per_step=vector_env.max_resets_per_step
+        )
+    if base is None:
+        raise ValueError(
+            f"GymnasiumVectorEnv: autoreset_mode={wanted!r}, but vector_env auto-resets in "
+            f"mode {have!r} below other wrappers, which cannot be rebuilt; build the stack "
+            f"with AutoResetWrapper(..., mode={wanted!r}) or pass autoreset_mode={have!r}"
+        )
+    return (base if wanted == "off" else AutoResetWrapper(base, mode=wanted)), wanted
 
 
 def _vector_info(info: dict[str, Any], num_envs: int) -> dict[str, Any]:
     """Gymnasium's vector `info`: each key's batch plus a `_key` mask (all present)."""
     out: dict[str, Any] = {}
     for key, value in info.items():
-        out[key] = _vector_info(value, num_envs) if isinstance(value, dict) else np.asarray(value)
+        out[key] = _vector_info(value, num_envs) if isinstance(value, dict) else np.array(value)
         out[f"_{key}"] = np.ones(num_envs, dtype=np.bool_)
     return out
 
@@ -306,29 +568,49 @@ def _masked_info(info: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _public_info(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in info.items() if k not in (FINAL_OBSERVATION, FINAL_INFO)}
+
+
 class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     """A `VmapWrapper`-ed Parallax environment as a `gymnasium.vector.VectorEnv`.
 
-    Auto-reset follows Gymnasium's conventions, declared in `metadata["autoreset_mode"]`:
+    Needs Gymnasium >= 1.1 (its vector API declares auto-reset modes); on older versions
+    building one raises an `ImportError` that says so.
 
-    - the stack has an `AutoResetWrapper` (e.g. `parallax.make_vec`): its mode is kept,
-      `"same-step"` -> `AutoresetMode.SAME_STEP` (the terminal observation in
-      `info["final_obs"]`, an object array with `None` where no episode ended, and the
-      terminal info in `info["final_info"]`, masked by `info["_final_obs"]` /
-      `info["_final_info"]`), `"next-step"` -> `NEXT_STEP`, `"off"` -> `DISABLED`;
-    - otherwise an `AutoResetWrapper(mode="next-step")` is added: `NEXT_STEP`, Gymnasium's
-      default (the step after an episode ends ignores its action and returns the reset
-      observation with reward 0 and both flags False).
+    Auto-reset: `autoreset_mode` decides, and `metadata["autoreset_mode"]` declares it:
 
-    With `DISABLED`, reset finished envs with `reset(options={"reset_mask": mask})`, which
-    is `VmapWrapper`'s selective reset (also available in the other modes).
+    - `"next-step"` (the default, Gymnasium's own default and the only mode its vector
+      observation wrappers, e.g. `NormalizeObservation` and `FlattenObservation`, accept):
+      the step that ends an episode returns its terminal observation; the following step
+      ignores its action and returns the reset observation with reward 0 and both flags
+      False. `AutoresetMode.NEXT_STEP`.
+    - `"same-step"`: the step that ends an episode returns the reset observation, with the
+      terminal one in `info["final_obs"]` (an object array, `None` where no episode ended)
+      and the terminal info in `info["final_info"]`, masked by `info["_final_obs"]` /
+      `info["_final_info"]`. `AutoresetMode.SAME_STEP`.
+    - `"off"`: no auto-reset (`AutoresetMode.DISABLED`); reset finished envs with
+      `reset(options={"reset_mask": mask})`, `VmapWrapper`'s selective reset (also
+      available in the other modes).
+    - `None`: keep the stack's own mode (`"off"` for a stack that does not auto-reset).
+
+    The rule for the given stack, which is never modified: a stack that does not auto-reset
+    gets an `AutoResetWrapper` in the wanted mode on the outside; a stack whose outermost
+    layer is its auto-reset (`parallax.make_vec`'s `VmapAutoResetWrapper`, same-step by
+    default, or `AutoResetWrapper(VmapWrapper(env))`), or `VmapWrapper(AutoResetWrapper(env))`,
+    is rebuilt over the same env with the wanted mode (identical episodes and keys, only the
+    timing convention changes); a stack whose auto-reset sits below other wrappers must
+    already have the wanted mode (`ValueError` otherwise, saying how to build it).
 
     Args:
-        vector_env: a Parallax vector environment (`VmapWrapper(...)`, or wrappers over one).
+        vector_env: a Parallax vector environment (`VmapWrapper(...)`, or wrappers over one)
+            whose states are single-agent `State`s.
         seed: optional non-negative int seeding `np_random` (keys of unseeded resets).
+        autoreset_mode: `"next-step"` (default), `"same-step"`, `"off"`, a
+            `gymnasium.vector.AutoresetMode`, or `None` (keep the stack's).
 
     Attributes:
-        env: the (possibly auto-reset-wrapped) Parallax vector environment.
+        env: the Parallax vector environment that runs (auto-reset as declared).
         num_envs: the batch size.
         single_observation_space, single_action_space: one env's Gymnasium spaces.
         observation_space, action_space: the batched spaces.
@@ -340,46 +622,77 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         >>> from parallax.adapters import GymnasiumVectorEnv
         >>> envs = GymnasiumVectorEnv(parallax.make_vec("GridWorld-v0", 4, max_episode_steps=5))
         >>> envs.metadata["autoreset_mode"]
-        <AutoresetMode.SAME_STEP: 'SameStep'>
+        <AutoresetMode.NEXT_STEP: 'NextStep'>
         >>> obs, info = envs.reset(seed=0)
         >>> obs, rewards, terminations, truncations, info = envs.step(np.zeros(4, np.int64))
         >>> obs.shape, rewards.dtype, terminations.dtype
         ((4, 4), dtype('float32'), dtype('bool'))
     """
 
-    def __init__(self, vector_env: Any, seed: int | None = None) -> None:
-        _check_env(vector_env, "GymnasiumVectorEnv")
+    def __init__(
+        self, vector_env: Any, seed: int | None = None, *, autoreset_mode: Any = "next-step"
+    ) -> None:
+        if AutoresetMode is None:
+            raise ImportError(
+                "GymnasiumVectorEnv needs gymnasium>=1.1 (the vector API with autoreset modes), "
+                f"found gymnasium {gymnasium.__version__}: pip install 'gymnasium>=1.1,<1.4' "
+                "(GymnasiumEnv works with this version)",
+                name="gymnasium",
+            )
+        check_parallax_env(vector_env, "GymnasiumVectorEnv")
         if not is_vector_env(vector_env):
             raise TypeError(
                 "GymnasiumVectorEnv: vector_env must be a vector env such as "
                 f"VmapWrapper(env, num_envs), got {type(vector_env).__name__}; use "
                 "GymnasiumEnv for a single env"
             )
-        mode = _autoreset_mode(vector_env)
-        if mode is None:
-            vector_env = AutoResetWrapper(vector_env, mode="next-step")
-            mode = "next-step"
+        vector_env, mode = _with_autoreset(vector_env, _mode_name(autoreset_mode))
+        shapes = _state_kind(vector_env)
+        if isinstance(shapes, MARLState) or not isinstance(shapes, State):
+            raise TypeError(
+                "GymnasiumVectorEnv: vector_env must return single-agent `State`s, got "
+                f"{type(shapes).__name__}"
+            )
         self._mode = mode
         self.env = vector_env
         self.num_envs = int(vector_env.num_envs)
-        self._observation_spec = vector_env.observation_space
-        self._action_spec = vector_env.action_space
         self.single_observation_space = to_gymnasium_space(vector_env.observation_space)
         self.single_action_space = to_gymnasium_space(vector_env.action_space)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {"autoreset_mode": _MODES[mode], "render_modes": []}
+        self.metadata = {"autoreset_mode": _gymnasium_mode(mode), "render_modes": []}
         self.render_mode = None
         self.state: State | None = None
-        env = vector_env
-        self._reset_fn: Callable[..., State] = jax.jit(lambda key: env.reset(key=key))
-        self._reset_where_fn: Callable[..., State] = jax.jit(
-            lambda key, state, done: env.reset(key=key, state=state, done=done)
+        self._encode = action_encoder(
+            self.action_space, vector_env.action_space, "GymnasiumVectorEnv.step"
         )
-        self._step_fn: Callable[..., State] = jax.jit(env.step)
+        obs = ObservationCodec(vector_env.observation_space, batched=True)
+        self._build_obs = obs.host
+        same_step = mode == "same-step"
+        env = vector_env
+        reset_packer, step_packer = (HostPacker("GymnasiumVectorEnv") for _ in range(2))
+        self._reset_out, self._step_out = reset_packer.unpack, step_packer.unpack
+
+        def reset_out(state: Any) -> Any:
+            out = (obs.device(state.observation), _public_info(state.info))
+            return state, reset_packer.pack(out)
+
+        def step(state: Any, action: Any) -> Any:
+            state = env.step(state, action)
+            out = (state.reward, state.termination, state.truncation, _public_info(state.info))
+            if same_step:
+                final = (obs.device(state.info[FINAL_OBSERVATION]), state.info[FINAL_INFO])
+                return state, step_packer.pack((obs.device(state.observation), *out, final))
+            return state, step_packer.pack((obs.device(state.observation), *out))
+
+        self._reset_fn: Callable[..., Any] = jax.jit(lambda key: reset_out(env.reset(key=key)))
+        self._reset_where_fn: Callable[..., Any] = jax.jit(
+            lambda key, state, done: reset_out(env.reset(key=key, state=state, done=done))
+        )
+        self._step_fn: Callable[..., Any] = jax.jit(step)
         if seed is not None:
             self._np_random, self._np_random_seed = gymnasium.utils.seeding.np_random(
-                _seed_to_int(seed)
+                seed_to_int(seed)
             )
 
     def _draw_seed(self) -> int:
@@ -395,9 +708,9 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
                     f"GymnasiumVectorEnv.reset: a list of seeds needs num_envs={self.num_envs} "
                     f"entries, got {len(seed)}"
                 )
-            ints = [self._draw_seed() if s is None else _seed_to_int(s) for s in seed]
-            return jax.vmap(jax.random.key)(jnp.asarray(ints, dtype=jnp.uint32))
-        return jax.random.key(_seed_to_int(seed))
+            ints = [self._draw_seed() if s is None else seed_to_int(s) for s in seed]
+            return jax.vmap(jax.random.key)(np.asarray(ints, dtype=np.uint32))
+        return jax.random.key(seed_to_int(seed))
 
     def reset(
         self,
@@ -418,7 +731,7 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         options = _check_options(options, ("reset_mask",), "GymnasiumVectorEnv")
         if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
             self._np_random, self._np_random_seed = gymnasium.utils.seeding.np_random(
-                _seed_to_int(seed)
+                seed_to_int(seed)
             )
         keys = self._keys(seed)
         if "reset_mask" in options:
@@ -432,15 +745,11 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
                 raise gymnasium.error.ResetNeeded(
                     "GymnasiumVectorEnv: reset() without reset_mask first"
                 )
-            self.state = self._reset_where_fn(keys, self.state, jnp.asarray(mask))
+            self.state, out = self._reset_where_fn(keys, self.state, mask)
         else:
-            self.state = self._reset_fn(keys)
-        info = {
-            k: v for k, v in self.state.info.items() if k not in (FINAL_OBSERVATION, FINAL_INFO)
-        }
-        return _to_numpy(self.state.observation, self._observation_spec), _vector_info(
-            info, self.num_envs
-        )
+            self.state, out = self._reset_fn(keys)
+        leaves, info = self._reset_out(out)
+        return self._build_obs(leaves), _vector_info(info, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every env (auto-resetting as `metadata["autoreset_mode"]` says).
@@ -451,37 +760,33 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         Returns:
             `(observations, rewards, terminations, truncations, infos)`; rewards float32,
             flags bool, all of shape `(num_envs,)`.
+
+        Raises:
+            ValueError: `actions` is not in `action_space`.
         """
         if self.state is None:
             raise gymnasium.error.ResetNeeded("GymnasiumVectorEnv: call reset() before step()")
-        self.state = self._step_fn(self.state, _to_jax(actions, self._action_spec))
-        state = self.state
-        terminations = np.asarray(state.termination)
-        truncations = np.asarray(state.truncation)
-        info = dict(state.info)
-        final_observation = info.pop(FINAL_OBSERVATION, None)
-        final_info = info.pop(FINAL_INFO, None)
-        infos = _vector_info(info, self.num_envs)
-        if self._mode == "same-step" and final_observation is not None:
+        self.state, out = self._step_fn(self.state, self._encode(actions))
+        leaves, rewards, terminations, truncations, info, *final = self._step_out(out)
+        infos = _vector_info(info, self.num_envs) if info else {}
+        if final:
             done = terminations | truncations
             if done.any():
+                final_leaves, final_info = final[0]
                 final_obs = np.full(self.num_envs, None, dtype=object)
                 for i in np.flatnonzero(done):
-                    final_obs[i] = _to_numpy(
-                        jax.tree.map(lambda x, i=i: x[i], final_observation),
-                        self._observation_spec,
-                    )
+                    final_obs[i] = self._build_obs([leaf[i] for leaf in final_leaves])
                 infos["final_obs"] = final_obs
                 infos["_final_obs"] = done.copy()
-                infos["final_info"] = _masked_info(final_info or {}, done)
+                infos["final_info"] = _masked_info(final_info, done)
                 infos["_final_info"] = done.copy()
-        return (
-            _to_numpy(state.observation, self._observation_spec),
-            np.asarray(state.reward),
-            terminations,
-            truncations,
-            infos,
+        # writable, as Gymnasium's own vector envs return them
+        rewards, terminations, truncations = (
+            np.array(rewards),
+            np.array(terminations),
+            np.array(truncations),
         )
+        return self._build_obs(leaves), rewards, terminations, truncations, infos
 
     def render(self) -> None:
         """No rendering (`render_mode` is `None`)."""

@@ -1,0 +1,383 @@
+"""`to_gymnax`: any Parallax environment as a gymnax (1.0.1) environment.
+
+- `to_gymnax(env)`: the export, a `GymnaxEnv`.
+- `GymnaxEnv`: a subclass of gymnax's `Environment` that runs a Parallax env.
+- `GymnaxExportState`: its gymnax state, the Parallax `State` (with gymnax's `time`).
+- `NoParams`: the empty params pytree of envs that take no params.
+- `to_gymnax_space`: a Parallax space as a gymnax space (Discrete, Box, Dict, Tuple).
+
+The interface is gymnax 1.0.1's:
+
+- `reset(key, params=None) -> (obs, state)`;
+- `step(key, state, action, params=None) -> (obs, state, reward, terminated, truncated,
+  info)`, with gymnax's auto-reset: on the step an episode ends, `obs` and `state` are the
+  next episode's first, `reward` and the flags are the finished step's, and
+  `info["final_observation"]` holds the terminal observation;
+- `step_env` / `reset_env` (one transition, no auto-reset), `is_truncated`,
+  `is_terminal`, `observation_space(params)`, `action_space(params)`, `num_actions`,
+  `name`, `default_params`.
+
+`info` holds the env's own info entries, then `discount` (0.0 on a termination only, 1.0
+otherwise, truncation included), `termination` and `truncation` (Parallax's flags), and
+from `step` gymnax's `terminated`, `truncated` and `final_observation`. Bootstrap with
+`reward + gamma * info["discount"] * V(info["final_observation"])`.
+
+Keys. A Parallax env keeps its own key in its `State`, so `step_env` ignores gymnax's step
+key: the env's draws are the same whatever key gymnax passes. `reset_env(key, params)` is
+the env's `reset(key=key)`, and `step(key, ...)` splits `key` as gymnax does (step half,
+reset half) and starts the next episode with the reset half. The state's `key` is stored as
+a raw uint32 key (`jax.random.key_data` of a typed one), gymnax's convention, so gymnax code
+that maps casts over its state works.
+
+Params. An env whose `reset` and `step` accept `params=` (the finance envs) has them as
+gymnax's params: `default_params` is `env.params`, and `reset(key, p)` / `step(key, s, a, p)`
+pass `p` on, so `jax.vmap` over a batch of params works (pass the same params to `step` as
+to `reset`). Any other env gets the empty pytree `NoParams()`.
+
+A finance env walking a history sequentially (`reset_uses_previous`) gets the finished
+episode's state in the auto-reset of `step`, so the walk continues as under Parallax's
+`AutoResetWrapper`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from .._core import State
+from .._spaces import Box, Discrete, PyTreeSpace, Space
+from .._wrappers.autoreset import reset_uses_previous
+from .._wrappers.base import unwrap_layers
+from ._common import raw_key
+from ._imports import require
+
+__all__ = ["GymnaxEnv", "GymnaxExportState", "NoParams", "to_gymnax", "to_gymnax_space"]
+
+_EXPORT_KEYS = (
+    "discount",
+    "termination",
+    "truncation",
+    "terminated",
+    "truncated",
+    "final_observation",
+)
+
+
+def _gymnax(needed_by: str) -> Any:
+    return require("gymnax", extra="gymnax", needed_by=needed_by)
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class NoParams:
+    """The params of an exported env that takes none: an empty pytree (vmaps as nothing)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class GymnaxExportState:
+    """The gymnax state of a `GymnaxEnv`: the Parallax `State` of the wrapped env."""
+
+    parallax_state: State
+    """The wrapped env's `State` (its `key` raw uint32)."""
+
+    @property
+    def time(self) -> Array:
+        """gymnax's step counter: the Parallax `step_count` (int32)."""
+        return self.parallax_state.step_count
+
+
+# -- spaces -----------------------------------------------------------------------------------
+def to_gymnax_space(space: Space) -> Any:
+    """The gymnax space equivalent to a Parallax space (bounds and dtypes kept).
+
+    Args:
+        space: a scalar `Discrete` of dtype int32 or int64, a `Box`, or a `PyTreeSpace` of
+            them nested in dicts (gymnax `Dict`) and tuples (gymnax `Tuple`).
+
+    Returns:
+        A `gymnax.environments.spaces` `Discrete`, `Box`, `Dict` or `Tuple`.
+
+    Raises:
+        TypeError: a space gymnax has no equivalent for (`MultiDiscrete`, `MultiBinary`, a
+            `Discrete` with a shape, a tree with lists or other containers).
+        ValueError: a `Discrete` whose dtype gymnax refuses (only int32 and int64).
+
+    Example:
+        >>> from parallax import spaces
+        >>> from parallax.adapters._to_gymnax import to_gymnax_space
+        >>> to_gymnax_space(spaces.Discrete(4))
+        Discrete(4, dtype=int32)
+        >>> to_gymnax_space(spaces.Box(0.0, 4.0, (2,))).shape
+        (2,)
+    """
+    gymnax_spaces = _gymnax("to_gymnax_space").environments.spaces
+    tree = space.spaces if isinstance(space, PyTreeSpace) else space
+    return _convert(tree, gymnax_spaces, "space")
+
+
+def _convert(space: Any, gymnax_spaces: Any, where: str) -> Any:
+    if isinstance(space, Discrete):
+        if space.shape != ():
+            raise TypeError(
+                f"to_gymnax: {where} is Discrete({space.n}) with shape {space.shape}; gymnax's "
+                "Discrete is a scalar, and gymnax has no multi-discrete space"
+            )
+        dtype = np.dtype(space.dtype)
+        if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise ValueError(
+                f"to_gymnax: {where} is Discrete({space.n}) of dtype {dtype}; gymnax's "
+                "Discrete takes int32 or int64 only"
+            )
+        return gymnax_spaces.Discrete(space.n, dtype=dtype)
+    if isinstance(space, Box):
+        dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
+        low, high = np.asarray(space.low).astype(dtype), np.asarray(space.high).astype(dtype)
+        return gymnax_spaces.Box(low, high, tuple(space.shape), dtype)
+    if isinstance(space, dict):
+        return gymnax_spaces.Dict(
+            {k: _convert(v, gymnax_spaces, f"{where}[{k!r}]") for k, v in space.items()}
+        )
+    if type(space) is tuple:
+        return gymnax_spaces.Tuple(
+            [_convert(v, gymnax_spaces, f"{where}[{i}]") for i, v in enumerate(space)]
+        )
+    raise TypeError(
+        f"to_gymnax: {where} is a {type(space).__name__}, which has no gymnax equivalent "
+        "(gymnax has Discrete, Box, and Dict / Tuple of them)"
+    )
+
+
+# -- the environment --------------------------------------------------------------------------
+def _accepts(method: Any, name: str) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters
+
+
+def _discount(termination: Array) -> Array:
+    return jnp.where(termination, jnp.float32(0.0), jnp.float32(1.0))
+
+
+def _select(done: Array, if_done: PyTree, if_not: PyTree) -> PyTree:
+    return jax.tree.map(lambda a, b: jax.lax.select(done, a, b), if_done, if_not)
+
+
+def _make_environment_class() -> type:
+    """Build `GymnaxEnv` on gymnax's `Environment` (imported only when first needed)."""
+    base = _gymnax("to_gymnax").environments.environment.Environment
+
+    class GymnaxEnv(base):  # type: ignore[misc, valid-type]
+        """A Parallax environment as a gymnax `Environment` (see `to_gymnax`).
+
+        Attributes:
+            env: the wrapped Parallax environment.
+            takes_params: whether `env.reset` / `env.step` receive gymnax's params.
+        """
+
+        def __init__(self, env: Any) -> None:
+            for attribute in ("reset", "step", "observation_space", "action_space"):
+                if not hasattr(env, attribute):
+                    raise TypeError(
+                        f"to_gymnax: env must be a Parallax environment (reset, step and "
+                        f"spaces), got {type(env).__name__} without {attribute!r}"
+                    )
+            inner = unwrap_layers(env)[-1]
+            if getattr(inner, "num_agents", None) is not None:
+                raise TypeError(
+                    f"to_gymnax: env must be a single-agent environment, got the multi-agent "
+                    f"{type(inner).__name__} (gymnax has no multi-agent interface)"
+                )
+            self.env = env
+            self.takes_params = (
+                getattr(env, "params", None) is not None
+                and _accepts(env.reset, "params")
+                and _accepts(env.step, "params")
+            )
+            self._reads_previous = reset_uses_previous(env)
+            self._observation_space = _convert_named(env.observation_space, "observation_space")
+            self._action_space = _convert_named(env.action_space, "action_space")
+
+        # -- gymnax's interface --------------------------------------------------------------
+        @property
+        def default_params(self) -> Any:
+            """`env.params` for an env that takes params, else `NoParams()`."""
+            return self.env.params if self.takes_params else NoParams()
+
+        @property
+        def name(self) -> str:
+            """The wrapped env's class name."""
+            return type(self.env).__name__
+
+        @property
+        def num_actions(self) -> int:
+            """`n` of a `Discrete` action space; the number of elements of a `Box` one."""
+            space = self._action_space
+            if isinstance(space, _gymnax("to_gymnax").environments.spaces.Discrete):
+                return int(space.n)
+            if isinstance(space, _gymnax("to_gymnax").environments.spaces.Box):
+                return int(np.prod(space.shape))
+            raise NotImplementedError(
+                f"to_gymnax: num_actions is defined for a Discrete or Box action space, "
+                f"not {type(space).__name__}"
+            )
+
+        def observation_space(self, params: Any = None) -> Any:
+            """The gymnax observation space (the same for every params)."""
+            return self._observation_space
+
+        def action_space(self, params: Any = None) -> Any:
+            """The gymnax action space (the same for every params)."""
+            return self._action_space
+
+        def reset_env(self, key: Any, params: Any) -> tuple[PyTree, GymnaxExportState]:
+            """The env's `reset(key=key)` (with `params=params` where it takes params)."""
+            state = self._reset(key, params, previous=None)
+            return state.observation, GymnaxExportState(parallax_state=state)
+
+        def step_env(
+            self, key: Any, state: GymnaxExportState, action: Any, params: Any
+        ) -> tuple[PyTree, GymnaxExportState, Array, Array, dict[str, Any]]:
+            """One transition of the env (no auto-reset); `key` is unused (see the module)."""
+            del key  # the env draws from the key in its own state
+            if self.takes_params:
+                stepped = self.env.step(state.parallax_state, action, params=params)
+            else:
+                stepped = self.env.step(state.parallax_state, action)
+            clash = sorted(set(stepped.info) & set(_EXPORT_KEYS))
+            if clash:
+                raise ValueError(
+                    f"to_gymnax: the env's info already has {clash}, which the export sets "
+                    "(do not wrap the env in AutoResetWrapper: gymnax's step auto-resets)"
+                )
+            info = {
+                **stepped.info,
+                "discount": _discount(stepped.termination),
+                "termination": stepped.termination,
+                "truncation": stepped.truncation,
+            }
+            next_state = GymnaxExportState(parallax_state=self._raw(stepped))
+            return stepped.observation, next_state, stepped.reward, stepped.termination, info
+
+        @partial(jax.jit, static_argnames=("self",))
+        def step(
+            self, key: Any, state: GymnaxExportState, action: Any, params: Any = None
+        ) -> tuple[PyTree, GymnaxExportState, Array, Array, Array, dict[str, Any]]:
+            """gymnax's `step`: one transition, auto-reset with the reset half of `key`."""
+            if params is None:
+                params = self.default_params
+            key_step, key_reset = jax.random.split(key)
+            obs_step, state_step, reward, terminated, info = self.step_env(
+                key_step, state, action, params
+            )
+            truncated = self.is_truncated(state_step, params)
+            done = jnp.logical_or(terminated, truncated)
+            fresh = self._reset(key_reset, params, previous=state_step.parallax_state)
+            next_state = _select(done, GymnaxExportState(parallax_state=fresh), state_step)
+            obs = _select(done, fresh.observation, obs_step)
+            info = {
+                **info,
+                "terminated": terminated,
+                "truncated": truncated,
+                "final_observation": obs_step,
+            }
+            return obs, next_state, reward, terminated, truncated, info
+
+        def is_truncated(self, state: GymnaxExportState, params: Any) -> Array:
+            """The Parallax `truncation` flag of the state."""
+            return state.parallax_state.truncation
+
+        def is_terminated(self, state: GymnaxExportState, params: Any) -> Array:
+            """The Parallax `termination` flag of the state."""
+            return state.parallax_state.termination
+
+        def discount(self, state: GymnaxExportState, params: Any) -> Array:
+            """0.0 after a termination, else 1.0 (float32)."""
+            return _discount(state.parallax_state.termination)
+
+        # -- helpers -------------------------------------------------------------------------
+        @staticmethod
+        def _raw(state: State) -> State:
+            return replace(state, key=raw_key(state.key))
+
+        def _reset(self, key: Any, params: Any, previous: State | None) -> State:
+            kwargs: dict[str, Any] = {}
+            if self.takes_params:
+                kwargs["params"] = params
+            if previous is not None and self._reads_previous:
+                kwargs["previous"] = previous
+            return self._raw(self.env.reset(key=key, **kwargs))
+
+        def __repr__(self) -> str:
+            return f"to_gymnax({self.env!r})"
+
+    GymnaxEnv.__module__ = __name__
+    GymnaxEnv.__qualname__ = "GymnaxEnv"
+    return GymnaxEnv
+
+
+def _convert_named(space: Any, what: str) -> Any:
+    gymnax_spaces = _gymnax("to_gymnax").environments.spaces
+    tree = space.spaces if isinstance(space, PyTreeSpace) else space
+    return _convert(tree, gymnax_spaces, f"env.{what} ({space!r})")
+
+
+_CLASS: list[type] = []
+
+GymnaxEnv: type
+"""The class of `to_gymnax`'s result, built on gymnax's `Environment` on first access."""
+
+
+def _environment_class() -> type:
+    if not _CLASS:
+        _CLASS.append(_make_environment_class())
+    return _CLASS[0]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GymnaxEnv":
+        return _environment_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def to_gymnax(env: Any) -> Any:
+    """Export a Parallax environment as a gymnax 1.0.1 `Environment` (see the module).
+
+    Args:
+        env: any single-agent Parallax environment (a `reset` / `step` pair and spaces),
+            unwrapped or wrapped (`TimeLimit`, ...), but not in `AutoResetWrapper`:
+            gymnax's `step` auto-resets.
+
+    Returns:
+        A `GymnaxEnv`, a subclass of `gymnax.environments.environment.Environment`.
+
+    Raises:
+        ImportError: gymnax is not installed (the message names the extra).
+        TypeError: `env` is not an environment, or one of its spaces has no gymnax
+            equivalent (the message names the space).
+        ValueError: a `Discrete` space of a dtype gymnax refuses.
+
+    Example:
+        >>> import jax
+        >>> import parallax
+        >>> from parallax.adapters._to_gymnax import to_gymnax
+        >>> env = to_gymnax(parallax.make("OptimalExecution-v0", n_steps=5))
+        >>> params = env.default_params
+        >>> obs, state = env.reset(jax.random.PRNGKey(0), params)
+        >>> obs, state, reward, terminated, truncated, info = env.step(
+        ...     jax.random.PRNGKey(1), state, jax.numpy.array([0.2]), params)
+        >>> obs.shape, bool(terminated), float(info["discount"])
+        ((3,), False, 1.0)
+        >>> env.action_space(params).shape
+        (1,)
+    """
+    return _environment_class()(env)
