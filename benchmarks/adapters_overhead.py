@@ -1,7 +1,7 @@
 """Compile and step cost of each adapter against the raw library it wraps.
 
 Each case runs the same program twice, once on the raw library (with its own batching and
-auto-reset) and once on the adapter under `VmapWrapper(AutoResetWrapper(...))`:
+auto-reset) and once on the adapter under `VmapAutoResetWrapper(...)`:
 `jax.jit` of a `lax.scan` of `num_steps` vmapped steps with uniformly random actions drawn
 inside the scan. Reported per case and batch size N:
 
@@ -13,11 +13,11 @@ inside the scan. Reported per case and batch size N:
 Cases:
 
 - gymnax CartPole-v1: raw `jax.vmap(env.step)` (gymnax's step, auto-reset included) vs
-  `VmapWrapper(AutoResetWrapper(TimeLimit(GymnaxAdapter(env), 500)), N)`;
+  `VmapAutoResetWrapper(TimeLimit(GymnaxAdapter(env), 500), N)`;
 - brax fast: raw `brax.envs.training.wrap(env, episode_length=1000)` vs
-  `VmapWrapper(AutoResetWrapper(BraxAdapter(env, episode_length=1000)), N)`;
+  `VmapAutoResetWrapper(BraxAdapter(env, episode_length=1000), N)`;
 - playground PendulumSwingup (`impl="jax"`): raw `wrapper.wrap_for_brax_training(env,
-  episode_length=1000)` vs `VmapWrapper(AutoResetWrapper(MJXAdapter(env, 1000)), N)`.
+  episode_length=1000)` vs `VmapAutoResetWrapper(MJXAdapter(env, 1000), N)`.
 
 The auto-resets differ in kind, which is part of what is measured: gymnax's and brax's
 compute a reset state every step and select it (`where`), playground's (and brax's)
@@ -43,7 +43,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from parallax import AutoResetWrapper, TimeLimit, VmapWrapper
+from parallax import TimeLimit, VmapAutoResetWrapper
 
 
 @dataclass
@@ -86,7 +86,7 @@ def gymnax_case(n: int, num_steps: int):
     from parallax.adapters import GymnaxAdapter
 
     env, params = gymnax.make("CartPole-v1")
-    vec = VmapWrapper(AutoResetWrapper(TimeLimit(GymnaxAdapter(env), 500)), n)
+    vec = VmapAutoResetWrapper(TimeLimit(GymnaxAdapter(env), 500), n)
 
     def raw_init(key: Any) -> Any:
         _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, n), params)
@@ -125,7 +125,7 @@ def brax_case(n: int, num_steps: int):
 
     env = brax.envs.get_environment("fast")
     raw = training.wrap(env, episode_length=1000)
-    vec = VmapWrapper(AutoResetWrapper(BraxAdapter(env, episode_length=1000)), n)
+    vec = VmapAutoResetWrapper(BraxAdapter(env, episode_length=1000), n)
     size = env.action_size
 
     def raw_step(state: Any, key: Any) -> Any:
@@ -153,7 +153,7 @@ def playground_case(n: int, num_steps: int):
 
     env = registry.load("PendulumSwingup", config_overrides={"impl": "jax"})
     raw = wrapper.wrap_for_brax_training(env, episode_length=1000)
-    vec = VmapWrapper(AutoResetWrapper(MJXAdapter(env, episode_length=1000)), n)
+    vec = VmapAutoResetWrapper(MJXAdapter(env, episode_length=1000), n)
     size = env.action_size
 
     def raw_step(state: Any, key: Any) -> Any:

@@ -78,8 +78,7 @@ def _parallax_runner(env_id: str, num_envs: int, steps: int, kwargs: dict[str, A
     import jax.numpy as jnp
 
     import parallax
-    from parallax import rng
-    from parallax._bench import action_scan
+    from parallax import action_scan, rng
 
     vec = parallax.make_vec(env_id, num_envs, **kwargs)
     sample = _action_sampler(vec.action_space, num_envs)

@@ -41,8 +41,7 @@ import jax.numpy as jnp
 from _common import ENV_KWARGS
 
 import parallax
-from parallax import rng
-from parallax._bench import action_scan, random_actions
+from parallax import action_scan, random_actions, rng
 
 _SKIP_OPS = {"get-tuple-element", "tuple", "parameter", "constant", "bitcast"}
 

@@ -4,7 +4,7 @@ Compares, in one run, env steps/s of a jitted `lax.scan` rollout with auto-reset
 
 - `naive`: the gymnax-style auto-reset (every env computes a fresh reset on every step, then
   `where(done, reset, state)`), the behaviour of vmapping a per-env auto-reset;
-- `parallax K=None`: `VmapWrapper(AutoResetWrapper(env), max_resets_per_step=None)`, which
+- `parallax K=None`: `VmapAutoResetWrapper(env, max_resets_per_step=None)`, which
   only skips the reset batch-wide when no env is done;
 - `parallax K=...`: the same with `max_resets_per_step=K` (only the finished envs reset when
   at most K are done); `auto` is the default, `K = num_envs // 16`.
@@ -24,7 +24,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from parallax import AutoResetWrapper, State, TimeLimit, VmapWrapper, spaces
+from parallax import State, TimeLimit, VmapAutoResetWrapper, VmapWrapper, spaces
 
 
 class ExpensiveReset:
@@ -141,7 +141,7 @@ def main(argv=None):
         ("parallax K=auto (n/16)", "auto"),
         ("parallax K=n/64", max(1, n // 64)),
     ):
-        env = VmapWrapper(AutoResetWrapper(base), n, max_resets_per_step=k)
+        env = VmapAutoResetWrapper(base, n, max_resets_per_step=k)
         results["runs"][label] = time_rollout(
             lambda key, env=env: env.reset(key=key), env.step, n, t
         )
@@ -152,7 +152,7 @@ def main(argv=None):
             reset = lambda key, e=limited: VmapWrapper(e, n).reset(key=key)  # noqa: E731
             results["runs"][label] = time_rollout(reset, step, n, t)
         else:
-            env = VmapWrapper(AutoResetWrapper(limited), n, max_resets_per_step=k)
+            env = VmapAutoResetWrapper(limited, n, max_resets_per_step=k)
             results["runs"][label] = time_rollout(
                 lambda key, env=env: env.reset(key=key), env.step, n, t
             )

@@ -236,10 +236,10 @@ def autoreset_probes(
 ) -> dict[str, Any]:
     """Where the auto-reset time goes: variants of the batched step, timed interleaved.
 
-    - `as is`: `VmapWrapper(AutoResetWrapper(env), N)` (partial resets, `K = N // 16`);
+    - `as is`: `VmapAutoResetWrapper(env, N)` (partial resets, `K = N // 16`);
     - `K=None`: the same with `max_resets_per_step=None` (reset all or none);
     - `no per-step key fold_in`: as is, with the wrapper's derivation of the next episode's
-      key (`_next_episode_key`, a `fold_in`) replaced by the identity. A cost probe only:
+      key (`next_episode_key`, a `fold_in`) replaced by the identity. A cost probe only:
       the key schedule is then invalid. Before commit 6481e38 the wrapper computed it for
       all N envs on every step; since then only for the envs that reset, so this variant
       should match `as is`;
@@ -251,8 +251,7 @@ def autoreset_probes(
     import statistics
 
     import parallax
-    from parallax import AutoResetWrapper, VmapWrapper, rng
-    from parallax._bench import action_scan, random_actions
+    from parallax import VmapAutoResetWrapper, action_scan, random_actions, rng
     from parallax._wrappers import autoreset
 
     env = parallax.make(env_id, **kwargs)
@@ -268,17 +267,17 @@ def autoreset_probes(
         return [jax.jit(roll, donate_argnums=0).lower(state, jnp.uint32(0)).compile(), state]
 
     def stack(k: Any) -> tuple[Any, Any, Any]:
-        vec = VmapWrapper(AutoResetWrapper(env), num_envs, max_resets_per_step=k)
+        vec = VmapAutoResetWrapper(env, num_envs, max_resets_per_step=k)
         return vec.step, lambda key: vec.reset(key=key), random_actions(vec.action_space, num_envs)
 
     variants = {"as is (K=N/16)": compile_roll(*stack("auto"))}
     variants["K=None"] = compile_roll(*stack(None))
-    original = autoreset._next_episode_key
-    autoreset._next_episode_key = lambda key: key  # type: ignore[assignment]
+    original = autoreset.next_episode_key
+    autoreset.next_episode_key = lambda key: key  # type: ignore[assignment]
     try:
         variants["no per-step key fold_in (probe)"] = compile_roll(*stack("auto"))
     finally:
-        autoreset._next_episode_key = original
+        autoreset.next_episode_key = original
     variants["bare vmap(step), no reset"] = compile_roll(
         jax.vmap(env.step),
         lambda key: jax.vmap(lambda k: env.reset(key=k))(jax.random.split(key, num_envs)),
@@ -320,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "roofline.json"))
     args = parser.parse_args(argv)
 
-    from parallax._bench import benchmark
+    from parallax.bench import benchmark
 
     if args.probes_only:
         probes = {}

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    from parallax._bench import benchmark
+    from parallax.bench import benchmark
 
     rows = []
     for env_id in args.ids:

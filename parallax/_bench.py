@@ -6,10 +6,8 @@ Holds:
   (see `parallax bench --help`);
 - `benchmark(env_id, num_envs, ...)`: one measurement (one batch size) as the dict that
   `--json` prints;
-- `random_actions(space, num_envs)`: uniform random actions for a batch, drawn inside jit
-  with `parallax.rng` (cheap, counter-based, no key splitting);
-- `action_scan(step, state, sample, episode_key, ts)`: the timed rollout, a `lax.scan` that
-  draws each step's action one iteration ahead and carries it;
+- the timed rollout is `parallax.action_scan` with `parallax.random_actions` (defined in
+  `parallax._actions`, re-exported here for the benchmark scripts);
 - `COMPETITORS`: what `--compare` accepts: `sekai` (sekai's native vector env, same
   process), `gymnax` (gymnax's own vmapped `env.step` with its internal auto-reset, same
   process) and `parallax-rl` (the published parallax-rl 0.4.0 stack, in a separate virtual
@@ -36,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,176 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import spaces as _spaces
+from ._actions import ActionSampler, action_scan, random_actions
+from ._cli import DefaultsHelpFormatter
+from ._validate import positive_int
 
 COMPETITORS = ("sekai", "gymnax", "parallax-rl")
-
-ActionSampler = Callable[[jax.Array, jax.Array], Any]
-
-
-# -- random actions -------------------------------------------------------------------------
-def random_actions(space: Any, num_envs: int) -> ActionSampler:
-    """A sampler of uniform random actions for a batch of `num_envs` envs.
-
-    The sampler is `sample(episode_key, t) -> actions`, a pure function to call inside jit:
-    `episode_key` comes from `parallax.rng.episode_key`, `t` is the step (uint32 scalar),
-    and every leaf of the result has a leading `num_envs` axis. Draws are counter-based
-    (`parallax.rng`), one slot per leaf of a `PyTreeSpace`.
-
-    - `Discrete(n, shape)`, `MultiDiscrete(nvec)`, `MultiBinary(n)`: uniform integers;
-    - `Box`: uniform where both bounds are finite, `low + |z|` / `high - |z|` with `z`
-      standard normal where one bound is infinite, `z` where neither is;
-    - any other space: `space.sample` vmapped over keys from `jax.random` (slower).
-
-    Args:
-        space: the action space of one env (as `VmapWrapper.action_space` describes it).
-        num_envs: the batch size, a positive int.
-
-    Returns:
-        `sample(episode_key, t)`; actions of shape `(num_envs, *space.shape)` and
-        `space.dtype` for array spaces, a matching pytree for `PyTreeSpace`.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from parallax import rng, spaces
-        >>> from parallax._bench import random_actions
-        >>> sample = random_actions(spaces.Discrete(3), 8)
-        >>> a = sample(rng.episode_key(jax.random.key(0)), jnp.uint32(0))
-        >>> a.shape, a.dtype.name, bool(((a >= 0) & (a < 3)).all())
-        ((8,), 'int32', True)
-    """
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise ValueError(f"random_actions: num_envs must be a positive int, got {num_envs!r}")
-    return _tree_sampler(space, num_envs, iter(range(1 << 20)))
-
-
-def _tree_sampler(space: Any, num_envs: int, slots: Iterator[int]) -> ActionSampler:
-    """A sampler for `space`; nested `PyTreeSpace`s recurse, each leaf takes the next slot."""
-    if not isinstance(space, _spaces.PyTreeSpace):
-        return _leaf_sampler(space, num_envs, next(slots))
-    leaves, treedef = jax.tree.flatten(space.spaces, is_leaf=lambda s: isinstance(s, _spaces.Space))
-    samplers = [_tree_sampler(s, num_envs, slots) for s in leaves]
-
-    def sample_tree(episode_key: jax.Array, t: jax.Array) -> Any:
-        return jax.tree.unflatten(treedef, [f(episode_key, t) for f in samplers])
-
-    return sample_tree
-
-
-def _leaf_sampler(space: Any, num_envs: int, slot: int) -> ActionSampler:
-    from . import rng
-
-    shape = tuple(int(d) for d in space.shape)
-    size = int(np.prod(shape, dtype=np.int64))
-    batch_shape = (num_envs, *shape)
-    count = num_envs * size
-    if isinstance(space, _spaces.Discrete | _spaces.MultiDiscrete | _spaces.MultiBinary):
-        if isinstance(space, _spaces.Discrete):
-            n: Any = space.n
-        elif isinstance(space, _spaces.MultiBinary):
-            n = 2
-        else:
-            n = jnp.asarray(np.tile(np.asarray(space.nvec).reshape(-1), num_envs), jnp.int32)
-        dtype = space.dtype
-
-        def sample_int(episode_key: jax.Array, t: jax.Array) -> jax.Array:
-            draws = rng.randint_vector(episode_key, t, slot, count, n, dtype=jnp.int32)
-            # canonical: a 64-bit space dtype means 32 bits when x64 is off
-            return draws.reshape(batch_shape).astype(jax.dtypes.canonicalize_dtype(dtype))
-
-        return sample_int
-    if isinstance(space, _spaces.Box) and np.issubdtype(space.dtype, np.floating):
-        low, high = np.broadcast_to(space.low, shape), np.broadcast_to(space.high, shape)
-        lo_f, hi_f = np.isfinite(low), np.isfinite(high)
-        bounded = bool(np.all(lo_f & hi_f))
-        lo = jnp.asarray(np.where(lo_f, low, 0.0), jnp.float32)
-        width = jnp.asarray(np.where(lo_f & hi_f, high - low, 0.0), jnp.float32)
-        hi = jnp.asarray(np.where(hi_f, high, 0.0), jnp.float32)
-        out_dtype = space.dtype
-
-        def sample_box(episode_key: jax.Array, t: jax.Array) -> jax.Array:
-            u = rng.uniform_vector(episode_key, t, slot, count).reshape(batch_shape)
-            x = jnp.broadcast_to(lo, batch_shape) + jnp.broadcast_to(width, batch_shape) * u
-            if not bounded:
-                z = rng.normal_vector(episode_key, t, slot + 1_000, count).reshape(batch_shape)
-                lo_b, hi_b = jnp.broadcast_to(lo, batch_shape), jnp.broadcast_to(hi, batch_shape)
-                x = jnp.where(
-                    np.broadcast_to(lo_f & hi_f, batch_shape),
-                    x,
-                    jnp.where(
-                        np.broadcast_to(lo_f, batch_shape),
-                        lo_b + jnp.abs(z),
-                        jnp.where(np.broadcast_to(hi_f, batch_shape), hi_b - jnp.abs(z), z),
-                    ),
-                )
-            return x.astype(jax.dtypes.canonicalize_dtype(out_dtype))
-
-        return sample_box
-
-    def sample_generic(episode_key: jax.Array, t: jax.Array) -> Any:
-        base = jax.random.fold_in(jax.random.key(slot), t)
-        words = rng.bits(episode_key, t, slot, jnp.arange(2, dtype=jnp.uint32))
-        base = jax.random.fold_in(jax.random.fold_in(base, words[0]), words[1])
-        return jax.vmap(lambda k: space.sample(key=k))(jax.random.split(base, num_envs))
-
-    return sample_generic
-
-
-def action_scan(
-    step: Callable[[Any, Any], Any],
-    state: Any,
-    sample: ActionSampler,
-    episode_key: jax.Array,
-    ts: jax.Array,
-    *,
-    count_done: Callable[[Any], jax.Array] | None = None,
-) -> tuple[Any, jax.Array]:
-    """`lax.scan` of `step(state, action)` over the steps `ts`, with random actions.
-
-    The action of step `ts[i]` is drawn at the end of the previous iteration (the first one
-    before the loop) and carried in the scan, so it is one materialised array when the env
-    reads it, as a policy's output or sekai's sampled action would be. Drawn inside the
-    same iteration instead, XLA may fuse the draw into every kernel that reads the action
-    and recompute the counter hash in each (measured: Portfolio-v0's step ran 2x slower
-    that way); that cost belongs to the benchmark, not to the env.
-
-    Args:
-        step: `step(state, action) -> state`.
-        state: the first state.
-        sample: `sample(episode_key, t) -> action` (see `random_actions`).
-        episode_key: the `parallax.rng` key of the action draws.
-        ts: uint32 `(T,)`, the steps' counters.
-        count_done: `count_done(state) -> int32 ()`, summed over the steps (default:
-            `sum(state.done)`).
-
-    Returns:
-        `(last state, total of count_done)`.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from parallax import make_vec, rng
-        >>> vec = make_vec("GridWorld-v0", 4)
-        >>> sample = random_actions(vec.action_space, 4)
-        >>> ek = rng.episode_key(jax.random.key(1))
-        >>> state, ended = action_scan(
-        ...     vec.step, vec.reset(key=jax.random.key(0)), sample, ek,
-        ...     jnp.arange(3, dtype=jnp.uint32))
-        >>> int(state.step_count.max()) <= 3
-        True
-    """
-    if count_done is None:
-
-        def count_done(s: Any) -> jax.Array:
-            return jnp.sum(s.done, dtype=jnp.int32)
-
-    def body(carry: Any, t: jax.Array) -> tuple[Any, None]:
-        state, action, ended = carry
-        state = step(state, action)
-        return (state, sample(episode_key, t + 1), ended + count_done(state)), None
-
-    first = sample(episode_key, ts[0])
-    (state, _, ended), _ = jax.lax.scan(body, (state, first, jnp.zeros((), jnp.int32)), ts)
-    return state, ended
+__all__ = ["COMPETITORS", "ActionSampler", "action_scan", "benchmark", "main", "random_actions"]
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -841,12 +675,9 @@ def benchmark(
 # -- command line ---------------------------------------------------------------------------
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
+        return positive_int(int(text), "the value", "parallax bench")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive int, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive int, got {value}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -883,6 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--json prints one JSON object for one --num-envs value, or a JSON list of such "
             "objects (one per N, in the order given) for several."
         ),
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("env_id", metavar="ID", help="a registered id (see `parallax list`)")
     parser.add_argument(
@@ -898,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--autoreset",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="same-step auto-reset (default on)",
+        help="same-step auto-reset",
     )
     parser.add_argument(
         "--max-episode-steps", type=_positive_int, default=None, metavar="M", help="a TimeLimit"
@@ -924,10 +756,87 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="an env keyword argument (Python literal or bare string), repeatable",
     )
-    parser.add_argument("--seed", type=_non_negative_int, default=0, metavar="S")
+    parser.add_argument(
+        "--seed", type=_non_negative_int, default=0, metavar="S", help="the random actions' seed"
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help=(
+            f"measure N = {' '.join(map(str, SCALING_SIZES))} (unless --num-envs is given) "
+            "and save a steps/s-vs-N plot on this device (needs matplotlib)"
+        ),
+    )
+    parser.add_argument(
+        "--plot",
+        default=None,
+        metavar="PATH",
+        help="where --scaling saves its plot (default: bench_scaling_<ID>.png)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+SCALING_SIZES = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def plot_scaling(results: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> str:
+    """Save a log-log plot of env steps/s against `num_envs` (median, min..max band).
+
+    Args:
+        results: `benchmark` results of one env at several batch sizes.
+        path: the image file to write (its suffix picks the format, e.g. `.png`).
+
+    Returns:
+        The path written, as a string.
+
+    Raises:
+        ImportError: matplotlib is not installed (it is in the `test` and `docs` extras).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError as error:
+        raise ImportError(
+            "parallax bench --scaling draws its plot with matplotlib, which is not installed: "
+            "pip install matplotlib"
+        ) from error
+    rows = sorted(results, key=lambda r: r["num_envs"])
+    n = [r["num_envs"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.fill_between(
+        n,
+        [r["steps_per_second_min"] for r in rows],
+        [r["steps_per_second_max"] for r in rows],
+        alpha=0.25,
+        label="min..max over repeats",
+    )
+    ax.plot(n, [r["steps_per_second"] for r in rows], "o-", label=rows[0]["env"] + " (median)")
+    if any("competitor_steps_per_second" in r for r in rows):
+        theirs = [r for r in rows if "competitor_steps_per_second" in r]
+        ax.plot(
+            [r["num_envs"] for r in theirs],
+            [r["competitor_steps_per_second"] for r in theirs],
+            "s--",
+            label=str(theirs[0]["competitor"]),
+        )
+    device = jax.devices()[0]
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="num_envs",
+        ylabel="env steps / s",
+        title=f"{rows[0]['env']} on {device.platform.upper()} ({device.device_kind})",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
 
 
 def _fmt_rate(x: float | None) -> str:
@@ -998,10 +907,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         {"env": "GridWorld-v0", "num_envs": 4, ...}
         0
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    given = argv if argv is not None else sys.argv[1:]
+    sizes = list(args.num_envs)
+    if args.scaling and not any(a == "--num-envs" or a.startswith("--num-envs=") for a in given):
+        sizes = list(SCALING_SIZES)
+    if args.plot is not None and not args.scaling:
+        parser.error("--plot needs --scaling")
+    plot_path = args.plot or f"bench_scaling_{args.env_id.replace('/', '_')}.png"
+    if args.scaling:
+        folder = os.path.dirname(os.path.abspath(plot_path))
+        if not os.path.isdir(folder):
+            parser.error(f"--plot {plot_path!r}: the directory {folder!r} does not exist")
     results = []
     with _x64(args.dtype == "float64"):
-        for n in args.num_envs:
+        for n in sizes:
             try:
                 result = benchmark(
                     args.env_id,
@@ -1026,4 +947,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("\n".join(lines if len(results) == 1 else lines[1:]), flush=True)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results))
+    if args.scaling:
+        try:
+            written = plot_scaling(results, plot_path)
+        except ImportError as error:
+            print(f"parallax bench: error: {error}", file=sys.stderr)
+            return 2
+        print(f"scaling plot: {written}", file=sys.stderr if args.json else sys.stdout)
     return 0

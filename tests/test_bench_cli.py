@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallax import _cli, rng, spaces
-from parallax._bench import benchmark, format_table, main, random_actions
+from parallax import _cli, random_actions, rng, spaces
+from parallax._bench import main
+from parallax.bench import benchmark, format_table
 
 KEYS = {
     "env",
@@ -229,3 +230,42 @@ def test_format_table_has_a_competitor_column_only_when_compared():
     compared["ratio"] = 50.0
     line = format_table([compared]).splitlines()[1]
     assert line.split()[-3:] == ["native", "50.00k", "50.00x"]
+
+
+def test_scaling_measures_each_size_and_saves_a_plot(tmp_path, capsys):
+    plot = tmp_path / "scaling.png"
+    argv = ["GridWorld-v0", "--scaling", "--num-envs", "2", "8", "--steps", "4"]
+    assert main([*argv, "--repeats", "1", "--no-progress", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert f"scaling plot: {plot}" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("GridWorld-v0")]
+    assert [int(row[1]) for row in rows] == [2, 8]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scaling_defaults_to_the_documented_sizes(monkeypatch, tmp_path):
+    import parallax._bench as bench
+
+    seen = []
+
+    def fake(env_id, n, **kwargs):
+        seen.append(n)
+        rate = 1000.0 * n
+        return {"env": env_id, "num_envs": n, "steps_per_second": rate,
+                "steps_per_second_min": rate, "steps_per_second_max": rate,
+                "compile_seconds": 0.0, "episodes_ended": 0}  # fmt: skip
+
+    monkeypatch.setattr(bench, "benchmark", fake)
+    assert main(["GridWorld-v0", "--scaling", "--plot", str(tmp_path / "s.png")]) == 0
+    assert seen == list(bench.SCALING_SIZES)
+
+
+def test_plot_without_scaling_and_a_missing_folder_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["GridWorld-v0", "--plot", str(tmp_path / "s.png")])
+    assert exit_info.value.code == 2
+    assert "--plot needs --scaling" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["GridWorld-v0", "--scaling", "--plot", str(tmp_path / "nope" / "s.png")])
+    assert exit_info.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
