@@ -45,4 +45,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .jax_cache site dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jax_cache .cache site dist build .pytest_cache .mypy_cache .ruff_cache

@@ -83,6 +83,7 @@ pytestmark = pytest.mark.xdist_group("notebooks")  # one kernel at a time on a 2
 def test_quickstart_runs_and_plots_a_batch_of_finance_episodes():
     s = _summary("quickstart")
     assert s["steps_per_second"] > 0
+    assert s["rendered_frames"] == 7  # the first state and six steps, drawn by env.render
     # 2048 envs, 100 steps, a 20-step time limit: at least five episode ends per env
     assert s["episodes_ended"] >= 5 * 2048
     assert s["equity_shape"] == [128, 32] and s["equity_finite"]
@@ -96,6 +97,7 @@ def test_validate_your_env_catches_the_planted_bugs():
     assert s["slot_bug"]["caught"] and s["slot_bug"]["check"] == "check_matches_reference", s
     assert s["slot_bug"]["step"] >= 1 and s["slot_bug"]["field"], s
     assert s["key_bug"]["caught"] and s["key_bug"]["check"].startswith("check_env"), s
+    assert s["paths_agree"], "the plotted reference and JAX paths are the same episode"
 
 
 def test_adapters_notebook_matches_gymnax_and_exports_to_gymnasium():
@@ -104,7 +106,9 @@ def test_adapters_notebook_matches_gymnax_and_exports_to_gymnasium():
     assert s["gymnax_episodes"] > 0
     assert s["brax_truncations"] >= 16  # 16 envs, 150 steps, episode_length 100
     assert s["mjx_rewards_finite"]
-    assert s["vector_autoreset_mode"] == "SameStep"
+    assert s["vector_autoreset_mode"] == "NextStep"  # Gymnasium's default, not make_vec's
+    assert s["gymnax_export_episodes"] == 10  # 100 steps of 10-step episodes, gymnax's count
+    assert s["pettingzoo_finished"] == ["agent_0", "agent_1", "agent_2"]
 
 
 def test_finance_ppo_small_run_beats_random_and_selling_at_once():
@@ -130,6 +134,17 @@ def test_notebook_is_stored_stripped_with_badge_install_and_device_cells(name):
     assert 'find_spec("parallax") is None' in nb.cells[install].source
     assert "jax.devices()" in nb.cells[install + 1].source
     assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_the_docs_site_shows_every_notebook_executed():
+    render = _script("render_docs")
+    assert render.main(["--check"]) == 0, "run: python notebooks/render_docs.py"
+    for name in NAMES:
+        nb = nbformat.read(ROOT / "docs" / "notebooks" / f"{name}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code), f"{name}: a cell was not executed"
+        images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+        assert images, f"{name}: no plot in the executed copy"
 
 
 def test_generated_cells_match_pyproject():
