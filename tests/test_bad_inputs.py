@@ -279,3 +279,16 @@ def test_gymnax_envs_that_cannot_run_under_x64_are_refused_at_construction():
         ):
             parallax.make("gymnax/Freeway-MinAtar")
     assert parallax.make("gymnax/Freeway-MinAtar").name == "Freeway-MinAtar"
+
+
+def test_reset_with_start_names_the_expected_length():
+    import numpy as np
+
+    from parallax.finance import reset_with_start
+
+    prices = 100 * np.exp(np.cumsum(np.full(60, 0.001)))
+    vec = parallax.make_vec("Trading-v0", 3, prices=prices, lookback=5, episode_length=10)
+    with pytest.raises(
+        ValueError, match=r"start must be one row or one row per env.*\(3,\), got shape \(2,\)"
+    ):
+        reset_with_start(vec, key=jax.random.key(0), start=[3, 4])

@@ -260,6 +260,12 @@ def reset_with_start(env: Any, *, key: Array, start: Any) -> PyTree:
     if not is_vector_env(env):
         return env.reset(key=key, start=check(start))
     n = env.num_envs
+    shape = tuple(start.shape) if isinstance(start, jax.core.Tracer) else np.shape(start)
+    if shape not in ((), (n,)):
+        raise ValueError(
+            f"reset_with_start: start must be one row or one row per env, an int array of "
+            f"shape (num_envs,) = ({n},), got shape {shape}: {start!r}"
+        )
     if isinstance(start, jax.core.Tracer):
         rows = jnp.broadcast_to(start, (n,))
     else:
