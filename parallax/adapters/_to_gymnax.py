@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import jax
@@ -331,16 +331,11 @@ def _convert_named(space: Any, what: str) -> Any:
     return _convert(tree, gymnax_spaces, f"env.{what} ({space!r})")
 
 
-_CLASS: list[type] = []
-
 GymnaxEnv: type
 """The class of `to_gymnax`'s result, built on gymnax's `Environment` on first access."""
 
-
-def _environment_class() -> type:
-    if not _CLASS:
-        _CLASS.append(_make_environment_class())
-    return _CLASS[0]
+# built once, on first use: the class subclasses gymnax's, so it needs gymnax imported
+_environment_class = cache(_make_environment_class)
 
 
 def __getattr__(name: str) -> Any:
