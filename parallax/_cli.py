@@ -68,10 +68,10 @@ def _list(args: argparse.Namespace) -> int:
                 )
             except Exception as error:  # a listing must not stop at one broken entry
                 print(f"{env_id}\n    (cannot build: {type(error).__name__}: {error})")
-        elif env_id in UNSUPPORTED:
-            print(f"{env_id}  (unsupported: {UNSUPPORTED[env_id]})")
         else:
-            print(env_id)
+            print(env_id, flush=True)
+            if env_id in UNSUPPORTED:  # on stderr, so scripts still read one id per line
+                print(f"    (unsupported: {UNSUPPORTED[env_id]})", file=sys.stderr, flush=True)
     return 0
 
 
