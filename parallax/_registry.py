@@ -54,8 +54,13 @@ def _load(entry: EntryPoint) -> Callable[..., Any]:
     return obj
 
 
-def register(id: str, entry_point: EntryPoint, *, summary: str = "", **kwargs: Any) -> EnvSpec:
+def register(
+    id: str, entry_point: EntryPoint, *, summary: str = "", override: bool = False, **kwargs: Any
+) -> EnvSpec:
     """Register `id` so that `make(id, **overrides)` builds `entry_point(**kwargs, **overrides)`.
+
+    An id that is already registered is refused (a `ValueError`), so two packages cannot
+    silently replace each other's envs; pass `override=True` to replace it on purpose.
 
     Example:
         >>> import parallax
@@ -68,6 +73,11 @@ def register(id: str, entry_point: EntryPoint, *, summary: str = "", **kwargs: A
         raise ValueError(f"register: id must be a non-empty string, got {id!r}")
     if "/" in id and id.split("/", 1)[0] in _NAMESPACES:
         raise ValueError(f"register: id {id!r} clashes with the namespace {id.split('/', 1)[0]!r}")
+    if id in _REGISTRY and not override:
+        raise ValueError(
+            f"register: {id!r} is already registered (to {_REGISTRY[id].entry_point!r}); "
+            "pass override=True to replace it"
+        )
     spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), summary=summary)
     _REGISTRY[id] = spec
     return spec

@@ -54,3 +54,14 @@ def test_cli_list_prints_every_local_id(capsys):
     out = capsys.readouterr().out.split()
     for env_id in ("GridWorld-v0", "Race-v0", "Trading-v0", "OptimalExecution-v0"):
         assert env_id in out
+
+
+def test_register_refuses_an_existing_id_unless_told_to_override(monkeypatch):
+    from parallax import _registry
+
+    monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
+    with pytest.raises(ValueError, match=r"'GridWorld-v0' is already registered.*override=True"):
+        parallax.register("GridWorld-v0", lambda: TimeLimit(GridWorld(), 3))
+    assert isinstance(parallax.make("GridWorld-v0"), GridWorld)  # untouched
+    parallax.register("GridWorld-v0", lambda: TimeLimit(GridWorld(), 3), override=True)
+    assert parallax.make("GridWorld-v0").max_steps == 3

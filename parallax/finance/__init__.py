@@ -62,11 +62,6 @@ _LAZY: dict[str, str] = {
 }
 
 
-def _register_lazy(names: dict[str, str]) -> None:
-    """Let a submodule add lazily resolved public names (used by the finance modules)."""
-    _LAZY.update(names)
-
-
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
