@@ -72,15 +72,17 @@ def build(variant: str, env_id: str, n: int, steps: int) -> tuple[Any, Callable[
         genv = to_gymnax(env)
         params = genv.default_params
         raw = jax.vmap(jax.random.key_data)(keys)
-        first = (jax.vmap(genv.reset, in_axes=(0, None))(raw, params)[1], raw)
+        first = (jax.vmap(genv.reset, in_axes=(0, None))(raw, params)[1], jax.random.key(1))
 
         def one(carry: Any, key: jax.Array) -> Any:
-            states, step_keys = carry
-            step_keys = jax.vmap(lambda k: jax.random.split(k)[0])(step_keys)
+            # PureJaxRL's loop: one carried rng, split into a key per env every step
+            states, rng = carry
+            rng, sub = jax.random.split(rng)
+            step_keys = jax.vmap(jax.random.key_data)(jax.random.split(sub, n))
             out = jax.vmap(genv.step, in_axes=(0, 0, 0, None))(
                 step_keys, states, _actions(key, space, n), params
             )
-            return (out[1], step_keys)
+            return (out[1], rng)
 
     elif variant == "brax":
         from brax.envs.wrappers import training

@@ -24,6 +24,7 @@ import doctest
 import importlib
 import sys
 
+import chex
 import gymnax
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,7 @@ from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 from purejaxrl_style import Config, make_train, policy_mean
 
 import parallax
-from parallax import State, TimeLimit, spaces
+from parallax import AutoResetWrapper, State, TimeLimit, next_episode_key, spaces
 from parallax.adapters import GymnaxAdapter, _to_gymnax, from_gymnax_space
 from parallax.adapters._to_gymnax import (
     GymnaxEnv,
@@ -214,8 +215,9 @@ def test_truncation_auto_resets_and_keeps_the_terminal_observation():
     assert info["truncation"].tolist() == [False, True, False]
     # step 1 ended the episode: its terminal observation is kept, obs is the next reset's
     np.testing.assert_array_equal(info["final_observation"][1][:2], [2.0, 0.0])
-    reset_key = jax.random.split(jax.random.fold_in(key, 1))[1]
-    fresh, _ = env.reset(reset_key)
+    # the next episode starts from `next_episode_key` of the finished one, as AutoResetWrapper
+    finished = env.env.step(env.env.step(env.env.reset(key=key), 2), 2)
+    fresh, _ = env.reset(next_episode_key(finished.key))
     np.testing.assert_array_equal(obs[1], fresh)
     np.testing.assert_array_equal(info["final_observation"][0], obs[0])  # no reset: equal
     assert float(reward[1]) > 0.0
@@ -237,15 +239,58 @@ def test_termination_has_discount_zero_and_the_same_info_keys_on_every_step():
     assert first.parallax_state.key.dtype == jnp.uint32  # gymnax's raw key convention
 
 
-def test_the_step_key_only_chooses_the_next_episode():
-    """The env draws from its own key: any step key gives the same episode until it ends."""
-    env = to_gymnax(_execution())
+def test_the_step_key_is_unused_across_episodes():
+    """The env draws from its own key and the next episode's key follows from the finished
+    one: any step keys give the same trajectory, resets included."""
+    env = to_gymnax(_execution(n_steps=3))
     state = env.reset(jax.random.PRNGKey(0))[1]
-    action = jnp.full(1, 0.3, jnp.float32)
-    step = jax.jit(env.step)
-    a = step(jax.random.PRNGKey(1), state, action)
-    b = step(jax.random.PRNGKey(2), state, action)
-    assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.all(x == y)), a[:5], b[:5]))
+    actions = jnp.full((8, 1), 0.3, jnp.float32)
+
+    @jax.jit
+    def run(keys):
+        def one(state, xs):
+            key, action = xs
+            out = env.step(key, state, action)
+            return out[1], out
+
+        return jax.lax.scan(one, state, (keys, actions))[1]
+
+    a = run(jax.random.split(jax.random.PRNGKey(1), 8))
+    b = run(jax.random.split(jax.random.PRNGKey(2), 8))
+    assert bool(a[3][2]) and bool(a[3][5])  # the episodes ended and restarted in the run
+    chex.assert_trees_all_equal(a, b)
+
+
+@pytest.mark.parametrize("env_id", sorted(SMALL))
+def test_gymnax_auto_reset_runs_the_episodes_of_autoreset_wrapper(env_id):
+    """`to_gymnax`'s auto-reset starts episodes as `AutoResetWrapper` does (bit for bit)."""
+    env = parallax.make(env_id, **SMALL[env_id])
+    exported = to_gymnax(env)
+    wrapped = AutoResetWrapper(env)
+    key = jax.random.PRNGKey(3)
+    actions = jax.vmap(lambda k: env.action_space.sample(key=k))(
+        jax.random.split(jax.random.PRNGKey(4), 12)
+    )
+
+    @jax.jit
+    def both(actions):
+        def via_gymnax(state, action):
+            obs, state, reward, terminated, truncated, _ = exported.step(key, state, action)
+            return state, (obs, reward, terminated, truncated)
+
+        def via_wrapper(state, action):
+            state = wrapped.step(state, action)
+            return state, (state.observation, state.reward, state.termination, state.truncation)
+
+        first = exported.reset(key)[1]
+        return (
+            jax.lax.scan(via_gymnax, first, actions)[1],
+            jax.lax.scan(via_wrapper, wrapped.reset(key=key), actions)[1],
+        )
+
+    got, want = both(actions)
+    assert bool(jnp.any(want[2] | want[3]))  # at least one episode ended
+    chex.assert_trees_all_equal(got, want)
 
 
 def test_vmap_over_params():

@@ -22,12 +22,15 @@ otherwise, truncation included), `termination` and `truncation` (Parallax's flag
 from `step` gymnax's `terminated`, `truncated` and `final_observation`. Bootstrap with
 `reward + gamma * info["discount"] * V(info["final_observation"])`.
 
-Keys. A Parallax env keeps its own key in its `State`, so `step_env` ignores gymnax's step
-key: the env's draws are the same whatever key gymnax passes. `reset_env(key, params)` is
-the env's `reset(key=key)`, and `step(key, ...)` splits `key` as gymnax does (step half,
-reset half) and starts the next episode with the reset half. The state's `key` is stored as
-a raw uint32 key (`jax.random.key_data` of a typed one), gymnax's convention, so gymnax code
-that maps casts over its state works.
+Keys. A Parallax env keeps its own key in its `State`, so `step` and `step_env` ignore
+gymnax's step key: the env's draws are the same whatever key gymnax passes. `reset_env(key,
+params)` is the env's `reset(key=key)`; the auto-reset of `step` starts the next episode
+with `next_episode_key` of the finished episode's key, the rule of Parallax's
+`AutoResetWrapper`, so `to_gymnax(env)` runs exactly the episodes of `make_vec` (tested bit
+for bit), and a training loop's per-step `jax.random.split(rng, num_envs)` feeds nothing and
+is compiled away (splitting a threefry key per env and step cost the export about half its
+speed). The state's `key` is stored as a raw uint32 key (`jax.random.key_data` of a typed
+one), gymnax's convention, so gymnax code that maps casts over its state works.
 
 Params. An env whose `reset` and `step` accept `params=` (the finance envs) has them as
 gymnax's params: `default_params` is `env.params`, and `reset(key, p)` / `step(key, s, a, p)`
@@ -53,7 +56,7 @@ from jaxtyping import Array, PyTree
 
 from .._core import State
 from .._spaces import Box, Discrete, PyTreeSpace, Space
-from .._wrappers.autoreset import reset_uses_previous
+from .._wrappers.autoreset import next_episode_key, reset_uses_previous
 from .._wrappers.base import unwrap_layers
 from ._common import raw_key
 from ._imports import require
@@ -272,16 +275,21 @@ def _make_environment_class() -> type:
         def step(
             self, key: Any, state: GymnaxExportState, action: Any, params: Any = None
         ) -> tuple[PyTree, GymnaxExportState, Array, Array, Array, dict[str, Any]]:
-            """gymnax's `step`: one transition, auto-reset with the reset half of `key`."""
+            """gymnax's `step`: one transition, then gymnax's auto-reset when it ended.
+
+            `key` is unused: the next episode's key is `next_episode_key` of the finished
+            one (see the module).
+            """
             if params is None:
                 params = self.default_params
-            key_step, key_reset = jax.random.split(key)
             obs_step, state_step, reward, terminated, info = self.step_env(
-                key_step, state, action, params
+                key, state, action, params
             )
             truncated = self.is_truncated(state_step, params)
             done = jnp.logical_or(terminated, truncated)
-            fresh = self._reset(key_reset, params, previous=state_step.parallax_state)
+            finished = state_step.parallax_state
+            key_reset = next_episode_key(finished.key)  # raw in, raw out
+            fresh = self._reset(key_reset, params, previous=finished)
             next_state = _select(done, GymnaxExportState(parallax_state=fresh), state_step)
             obs = _select(done, fresh.observation, obs_step)
             info = {
