@@ -39,6 +39,7 @@ from .._core import MARLState, State
 from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace, Space
 from .._wrappers.autoreset import FINAL_INFO, FINAL_OBSERVATION, AutoResetWrapper
 from .._wrappers.base import is_vector_env
+from .._wrappers.transform import autoreset_mode
 from .._wrappers.vmap import VmapWrapper
 
 try:  # the vector API with declared auto-reset modes: Gymnasium >= 1.1
@@ -516,14 +517,9 @@ def _mode_name(mode: Any) -> str | None:
     )
 
 
-def _autoreset_mode(env: Any) -> str:
-    """How the stack restarts episodes (its `autoreset_mode`; `"off"`: it does not)."""
-    return str(getattr(env, "autoreset_mode", "off"))
-
-
 def _with_autoreset(vector_env: Any, wanted: str | None) -> tuple[Any, str]:
     """The stack that auto-resets in mode `wanted` (see `GymnasiumVectorEnv`), and the mode."""
-    have = _autoreset_mode(vector_env)
+    have = autoreset_mode(vector_env)
     if wanted is None or wanted == have:
         return vector_env, have
     if have == "off":  # nothing auto-resets: add the auto-reset on the outside
