@@ -290,10 +290,8 @@ def test_brax_adapter_of_the_export_is_the_env_again(env_id):
         np.testing.assert_allclose(r.reward, d.reward.astype(jnp.float32), rtol=1e-6)
         assert int(r.step_count) == int(d.step_count)
         assert bool(r.done) == bool(d.done)
-        if not d.truncation:
-            assert bool(r.termination) == bool(d.termination)
-        else:  # exact once BraxAdapter reads brax's info["truncation"]; a termination till then
-            assert bool(r.truncation) or bool(r.termination)
+        assert bool(r.termination) == bool(d.termination)
+        assert bool(r.truncation) == bool(d.truncation)
         want = _metrics_of(d.info)
         assert set(r.info["metrics"]) == set(want)
         for name, value in want.items():

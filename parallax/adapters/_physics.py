@@ -163,8 +163,9 @@ class EpisodeAdapter:
             action: a float array of shape `action_space.shape`.
 
         Returns:
-            The next `State`: the summed reward, `termination` from the env's `done`,
-            `truncation` at the episode length (never both).
+            The next `State`: the summed reward, `termination` from the env's `done`
+            unless its `info["truncation"]` says the episode was cut (brax's convention),
+            `truncation` then or at the episode length (never both).
         """
         foreign = state.env_state
         action = _like_ctrl(action, foreign)
@@ -179,13 +180,17 @@ class EpisodeAdapter:
 
                 stepped, rewards = jax.lax.scan(repeat, foreign, None, length=self.action_repeat)
                 stepped = stepped.replace(reward=jnp.sum(rewards, axis=0))
-        termination = jnp.reshape(stepped.done, ()).astype(jnp.bool_)
+        done = jnp.reshape(stepped.done, ()).astype(jnp.bool_)
+        # brax's convention: a `done` with `info["truncation"]` set is a truncation (brax's
+        # EpisodeWrapper and exported Parallax envs set it; raw brax/MJX envs have no entry)
+        cut = stepped.info.get("truncation") if isinstance(stepped.info, dict) else None
+        cut = jnp.bool_(False) if cut is None else jnp.reshape(cut, ()).astype(jnp.bool_)
+        termination = done & ~cut
         step_count = state.step_count + 1
-        if self.episode_length is None:
-            truncation = jnp.bool_(False)
-        else:
+        truncation = done & cut
+        if self.episode_length is not None:
             limit = step_count * self.action_repeat >= self.episode_length
-            truncation = limit & ~termination
+            truncation = (truncation | limit) & ~termination
         return State(
             env_state=stepped,
             observation=cast_to_space(stepped.obs, self.observation_space),
