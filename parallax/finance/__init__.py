@@ -4,6 +4,8 @@
 - `PortfolioEnv` (`Portfolio-v0`): n assets, continuous target weights.
 - `MarketMakingEnv` (`MarketMaking-v0`): quote bid/ask offsets around a mid price.
 - `OptimalExecutionEnv` (`OptimalExecution-v0`): liquidate a block of shares under impact.
+- `MarketData` (prices, volume, spread, dates) and `market_inputs`, the arrays the envs read
+  from it; `SquareRootImpact` and the quoted `SpreadCost()` read its volume and spread.
 - cost models, reward functions, samplers and closed-form baselines (Avellaneda-Stoikov,
   Almgren-Chriss), see the submodules.
 
@@ -32,6 +34,13 @@ _LAZY: dict[str, str] = {
     "FixedCost": "._costs",
     "CompositeCost": "._costs",
     "as_cost_model": "._costs",
+    "SquareRootImpact": "._costs",
+    "check_cost_inputs": "._costs",
+    "fill_from_median": "._costs",
+    "MarketData": "._data",
+    "MarketInputs": "._data",
+    "Time": "._data",
+    "market_inputs": "._data",
     "StepOutcome": "._rewards",
     "RewardFunction": "._rewards",
     "LogReturn": "._rewards",

@@ -2,9 +2,13 @@
 
 - `CostModel`: the base class; `cost(trades, equity=...)` gives the cost of a rebalance as a
   fraction of equity, and `a + b` builds a `CompositeCost`.
-- `NoCost`, `ProportionalCost(rate)` (a scalar or per-asset rate), `SpreadCost(half_spread)`,
-  `FixedCost(amount, threshold=1e-6)`, `CompositeCost(models)`: sekai 0.2.0's cost models,
-  with the same formulas, parameter checks and summation order.
+- `NoCost`, `ProportionalCost(rate)` (a scalar or per-asset rate), `SpreadCost(half_spread)`
+  and the quoted `SpreadCost()` (reads a `spread` per asset), `FixedCost(amount,
+  threshold=1e-6)`, `SquareRootImpact(coefficient=0.5)` (reads `volatility` and `volume`),
+  `CompositeCost(models)`: sekai 0.2.0's cost models, with the same formulas, parameter
+  checks, missing-value fills and summation order.
+- `fill_from_median(values, fallback)`: sekai's fill of missing inputs (the row's median of
+  the valid values), in JAX.
 - `as_cost_model(x)`: a cost model from a rate, one of ours, or one of sekai's
   (`sekai.finance.ProportionalCost(...)` and friends are converted).
 - `sum_left_to_right(x)`: the summation order numpy uses for short vectors.
@@ -12,11 +16,17 @@
 A cost model is an `equinox.Module`: its numbers (rates, spreads, fees) are pytree leaves, so a
 model can sit in an env's params pytree and be vmapped for domain randomisation; its kind and
 structure (which models, scalar or per-asset rate) are static.
+
+Data-reading models take their inputs as keyword arguments of the call, for the fill's row:
+`cost(trades, equity=..., volatility=..., volume=..., spread=...)`, each `(..., n)` (volume
+in currency: shares traded times the price). Where sekai raises (a trade in a row where no
+asset has a valid input and the model has no fallback), the JAX cost is NaN: inside `jit`
+nothing can raise, and a NaN cost is never mistaken for a free trade.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -27,12 +37,16 @@ from jaxtyping import Array
 
 __all__ = [
     "CompositeCost",
+    "CostContext",
     "CostModel",
     "FixedCost",
     "NoCost",
     "ProportionalCost",
     "SpreadCost",
+    "SquareRootImpact",
     "as_cost_model",
+    "check_cost_inputs",
+    "fill_from_median",
     "sum_left_to_right",
 ]
 
@@ -86,21 +100,122 @@ def _as(x: Any, like: Array) -> Array:
     return jnp.asarray(x, dtype=like.dtype)
 
 
+def _fallback(name: str, value: Any) -> np.ndarray | None:
+    """An optional scalar fallback: None, or a finite number >= 0 (`TypeError` for arrays)."""
+    return None if value is None else _non_negative_scalar(name, value)
+
+
+def fill_from_median(values: ArrayLike, fallback: ArrayLike | None = None) -> tuple[Array, Array]:
+    """sekai's fill of a missing input: the median of the row's valid values.
+
+    A value is valid when it is finite and >= 0 (a zero spread or a flat window's zero
+    volatility is valid and kept). Each invalid value is replaced by the median of the
+    valid values in its row (the last axis): a just-listed asset or a gap in a spread
+    series is then priced like a typical asset, not for free. A row with no valid value
+    takes `fallback`, or NaN when there is none (sekai raises there if the row is traded).
+    The median is `(low + high) / 2` of the two middle values, as numpy computes it, so
+    float64 results equal sekai's.
+
+    Args:
+        values: float `(..., n)` inputs (NaN, infinite or negative where missing).
+        fallback: a number for rows without any valid value, or None.
+
+    Returns:
+        `(filled, missing)`: the filled values `(..., n)` in the dtype of `values`, and the
+        bool `(...)` rows that had no valid value.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> filled, missing = fill_from_median(jnp.array([1e-3, jnp.nan, 3e-3, -1.0]))
+        >>> [round(float(x), 6) for x in filled], bool(missing)
+        ([0.001, 0.002, 0.003, 0.002], False)
+    """
+    values = jnp.asarray(values)
+    ok = jnp.isfinite(values) & (values >= 0)
+    count = jnp.sum(ok, axis=-1)
+    ordered = jnp.sort(jnp.where(ok, values, jnp.inf), axis=-1)
+    top = values.shape[-1] - 1
+    low_at = jnp.clip((count - 1) // 2, 0, top)[..., None]
+    high_at = jnp.clip(count // 2, 0, top)[..., None]
+    low = jnp.take_along_axis(ordered, low_at, axis=-1)[..., 0]
+    high = jnp.take_along_axis(ordered, high_at, axis=-1)[..., 0]
+    missing = count == 0
+    spare = jnp.nan if fallback is None else jnp.asarray(fallback, values.dtype)
+    median = jnp.where(missing, jnp.asarray(spare, values.dtype), (low + high) / 2)
+    return jnp.where(ok, values, median[..., None]), missing
+
+
+class CostContext(eqx.Module):
+    """The inputs of one cost call, each a float array in the trades' dtype or None.
+
+    Attributes:
+        equity: `(...)` account value in currency before the trade.
+        volatility: `(..., n)` per-step volatility of each asset's log returns.
+        volume: `(..., n)` traded value per step of each asset, in currency.
+        spread: `(..., n)` quoted bid-ask spread, a fraction of the price.
+    """
+
+    equity: Any
+    volatility: Any = None
+    volume: Any = None
+    spread: Any = None
+
+    def need(self, name: str, model: str, shape: tuple[int, ...]) -> Array:
+        """The input `name` broadcast to the trades' `shape`; `ValueError` if not given."""
+        value = getattr(self, name)
+        if value is None:
+            raise ValueError(
+                f"{model} needs {name}=...; pass the {name!r} of the fill's row to the cost "
+                "call (environments supply it from MarketData fields)"
+            )
+        return jnp.broadcast_to(value, shape)
+
+
 class CostModel(eqx.Module):
     """Cost of a rebalance as a fraction of equity; combine models with `+`.
 
-    `cost(trades, equity=...)` takes `trades`, `(..., n)` signed weight changes per asset
-    (fractions of equity), and `equity`, `(...)` the account value in currency before the
-    trade (only `FixedCost` reads it); it returns the `(...)` cost in the trades' float dtype.
-    Subclasses implement `_cost(trades, equity)` on JAX arrays.
+    `cost(trades, equity=..., volatility=None, volume=None, spread=None)` takes `trades`,
+    `(..., n)` signed weight changes per asset (fractions of equity), `equity`, `(...)` the
+    account value in currency before the trade (`FixedCost` and `SquareRootImpact` read it),
+    and, for the models that read data (`requires`), the per-asset inputs of the fill's
+    row, each `(..., n)` or broadcastable to it: `volatility` (per-step), `volume` (traded
+    value in currency) and `spread` (full quoted spread, a fraction of the price). It
+    returns the `(...)` cost in the trades' float dtype. Subclasses implement
+    `_cost(trades, equity)`, or `_priced(trades, context)` to read the other inputs.
     """
 
-    requires: ClassVar[frozenset[str]] = frozenset()
+    _REQUIRES: ClassVar[frozenset[str]] = frozenset()
 
-    def __call__(self, trades: ArrayLike, *, equity: ArrayLike) -> Array:
+    @property
+    def requires(self) -> frozenset[str]:
+        """The inputs the model reads, of `equity`, `volatility`, `volume`, `spread`."""
+        return self._REQUIRES
+
+    @property
+    def fallbacks(self) -> frozenset[str]:
+        """The inputs with an explicit fallback for rows where no asset has a valid value."""
+        return frozenset()
+
+    def __call__(
+        self,
+        trades: ArrayLike,
+        *,
+        equity: ArrayLike,
+        volatility: ArrayLike | None = None,
+        volume: ArrayLike | None = None,
+        spread: ArrayLike | None = None,
+    ) -> Array:
         """The cost of `trades` (`(..., n)`) for an account worth `equity` (`(...)`) in currency."""
         trades = jnp.asarray(trades)
-        return self._cost(trades, jnp.asarray(equity, dtype=trades.dtype))
+
+        def cast(x: ArrayLike | None) -> Array | None:
+            return None if x is None else jnp.asarray(x, dtype=trades.dtype)
+
+        context = CostContext(cast(equity), cast(volatility), cast(volume), cast(spread))
+        return self._priced(trades, context)
+
+    def _priced(self, trades: Array, context: CostContext) -> Array:
+        return self._cost(trades, context.equity)
 
     def _cost(self, trades: Array, equity: Array) -> Array:
         raise NotImplementedError
@@ -155,7 +270,7 @@ class ProportionalCost(CostModel):
         rate = _as(self.rate, trades)
         if np.ndim(self.rate) == 0:
             return rate * sum_left_to_right(jnp.abs(trades))
-        return sum_left_to_right(rate * jnp.abs(trades))
+        return sum_left_to_right(jnp.broadcast_to(rate, trades.shape) * jnp.abs(trades))
 
     def check_assets(self, n_assets: int) -> None:
         """Per-asset rates must have one entry per asset (or a single entry)."""
@@ -172,40 +287,79 @@ class ProportionalCost(CostModel):
 class SpreadCost(CostModel):
     """Crossing half the bid-ask spread on every trade: `sum half_i |t_i|`.
 
-    Only the fixed half-spread form of sekai's `SpreadCost` exists here: the quoted form
-    (`half_spread=None`) reads a `spread` data field, which price arrays and simulated markets
-    do not have (sekai refuses it there as well).
+    With `half_spread` the half-spread is fixed. Without it (`SpreadCost()`) the model is
+    quoted: it reads the full `spread` of the fill's row from the data (`spread=` in the
+    call) and charges half of it; an asset whose spread is missing (NaN) or negative pays
+    the row's median spread (`fill_from_median`), a zero spread is valid and free, and a
+    row where no asset has a valid spread uses `fallback_spread`, or gives a NaN cost when
+    it is traded (sekai raises).
 
     Args:
         half_spread: half-spread as a fraction of the price, finite and >= 0; a scalar or one
-            per asset.
+            per asset; None (the default) for the quoted spread.
+        fallback_spread: full spread charged in rows without any valid quoted spread; a
+            finite number >= 0, only with the quoted spread.
 
     Example:
         >>> import jax.numpy as jnp
         >>> cost = SpreadCost(half_spread=2e-4)
         >>> round(float(cost(jnp.array([1.0, -1.0]), equity=jnp.array(1e6))), 6)
         0.0004
+        >>> quoted = SpreadCost()
+        >>> spread = jnp.array([4e-4, jnp.nan])  # the second asset pays the median, 4e-4
+        >>> round(float(quoted(jnp.array([1.0, -1.0]), equity=1e6, spread=spread)), 6)
+        0.0004
     """
 
     half_spread: Any
+    fallback_spread: Any
 
-    def __init__(self, half_spread: Any) -> None:
-        if half_spread is None:
+    def __init__(self, half_spread: Any = None, *, fallback_spread: Any = None) -> None:
+        if half_spread is not None and fallback_spread is not None:
             raise ValueError(
-                "SpreadCost(half_spread=None) prices trades with a quoted 'spread' data field, "
-                "which price arrays and simulated markets do not provide; give half_spread"
+                "fallback_spread only applies to quoted spreads (half_spread=None), got "
+                f"half_spread={half_spread!r} and fallback_spread={fallback_spread!r}"
             )
+        self.fallback_spread = _fallback("fallback_spread", fallback_spread)
+        if half_spread is None:
+            self.half_spread = None
+            return
         self.half_spread = _non_negative("half_spread", half_spread)
         if self.half_spread.ndim > 1:
             raise ValueError(
                 f"half_spread must be a scalar or a 1-D array, got shape {self.half_spread.shape}"
             )
 
-    def _cost(self, trades: Array, equity: Array) -> Array:
-        return sum_left_to_right(_as(self.half_spread, trades) * jnp.abs(trades))
+    @property
+    def quoted(self) -> bool:
+        """Whether the spread comes from the data (`half_spread=None`)."""
+        return self.half_spread is None
+
+    @property
+    def requires(self) -> frozenset[str]:
+        """`{"spread"}` for the quoted spread, else nothing."""
+        return frozenset({"spread"}) if self.quoted else frozenset()
+
+    @property
+    def fallbacks(self) -> frozenset[str]:
+        """`{"spread"}` when a `fallback_spread` is set."""
+        return frozenset() if self.fallback_spread is None else frozenset({"spread"})
+
+    def _priced(self, trades: Array, context: CostContext) -> Array:
+        size = jnp.abs(trades)
+        if not self.quoted:
+            half = jnp.broadcast_to(_as(self.half_spread, trades), trades.shape)
+            return sum_left_to_right(half * size)
+        quoted = context.need("spread", "SpreadCost()", trades.shape)
+        filled, missing = fill_from_median(quoted, self.fallback_spread)
+        half = jnp.asarray(0.5, trades.dtype) * filled
+        total = sum_left_to_right(jnp.where(size > 0, half * size, jnp.zeros_like(size)))
+        return total if self.fallback_spread is not None else _flag_unpriced(total, missing, size)
 
     def check_assets(self, n_assets: int) -> None:
         """Per-asset half-spreads must have one entry per asset (or a single entry)."""
+        if self.quoted:
+            return
         if np.ndim(self.half_spread) == 1 and np.shape(self.half_spread)[0] not in (1, n_assets):
             raise ValueError(
                 f"SpreadCost half_spread has {np.shape(self.half_spread)[0]} entries but the env "
@@ -213,7 +367,17 @@ class SpreadCost(CostModel):
             )
 
     def __repr__(self) -> str:
-        return f"SpreadCost(half_spread={np.asarray(self.half_spread).tolist()})"
+        if not self.quoted:
+            return f"SpreadCost(half_spread={np.asarray(self.half_spread).tolist()})"
+        if self.fallback_spread is None:
+            return "SpreadCost(half_spread=from data)"
+        return f"SpreadCost(half_spread=from data, fallback_spread={float(self.fallback_spread)})"
+
+
+def _flag_unpriced(total: Array, missing: Array, size: Array) -> Array:
+    """`total`, or NaN in rows where an input had no valid value and an asset is traded."""
+    unpriced = missing & jnp.any(size > 0, axis=-1)
+    return jnp.where(unpriced, jnp.full_like(total, jnp.nan), total)
 
 
 class FixedCost(CostModel):
@@ -231,7 +395,7 @@ class FixedCost(CostModel):
         0.01
     """
 
-    requires: ClassVar[frozenset[str]] = frozenset({"equity"})
+    _REQUIRES: ClassVar[frozenset[str]] = frozenset({"equity"})
     amount: Any
     threshold: Any
 
@@ -247,6 +411,74 @@ class FixedCost(CostModel):
 
     def __repr__(self) -> str:
         return f"FixedCost({float(self.amount)})"
+
+
+class SquareRootImpact(CostModel):
+    """Square-root market impact: `coefficient * sigma * sqrt(q / V)` per unit traded.
+
+    Trading `q = |t| * equity` (currency) of an asset whose traded value in the step is `V`
+    (currency) moves its price by about `coefficient * sigma * sqrt(q / V)`, paid on the
+    whole trade, so the cost grows as `|t|^1.5`. Per asset: `unit = coefficient * sigma *
+    sqrt(q / V)` if `V` is finite and > 0, else 1 (no liquidity to trade against); the cost
+    is `min(unit, 1) * |t|` for a traded asset, 0 otherwise, summed over assets. A missing
+    volatility (NaN, negative) pays the row's median (`fill_from_median`); a row where no
+    asset has one uses `fallback_volatility`, or gives a NaN cost when traded (sekai raises).
+
+    Args:
+        coefficient: impact coefficient, a finite number >= 0 (0.5; order 0.1-1 empirically).
+        fallback_volatility: per-step volatility for rows without any valid estimate; a
+            finite number >= 0, or None.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> impact = SquareRootImpact(0.5)
+        >>> cost = impact(jnp.array([0.1]), equity=1e6, volatility=jnp.array([0.02]),
+        ...               volume=jnp.array([1e7]))  # trade 1% of the volume
+        >>> round(float(cost), 8)  # 0.5 * 0.02 * sqrt(0.01) * 0.1
+        0.0001
+    """
+
+    _REQUIRES: ClassVar[frozenset[str]] = frozenset({"equity", "volatility", "volume"})
+    coefficient: Any
+    fallback_volatility: Any
+
+    def __init__(self, coefficient: Any = 0.5, *, fallback_volatility: Any = None) -> None:
+        self.coefficient = _non_negative_scalar("coefficient", coefficient)
+        self.fallback_volatility = _fallback("fallback_volatility", fallback_volatility)
+
+    @property
+    def fallbacks(self) -> frozenset[str]:
+        """`{"volatility"}` when a `fallback_volatility` is set."""
+        return frozenset() if self.fallback_volatility is None else frozenset({"volatility"})
+
+    def _priced(self, trades: Array, context: CostContext) -> Array:
+        name = "SquareRootImpact"
+        size = jnp.abs(trades)
+        equity = jnp.broadcast_to(context.equity, trades.shape[:-1])
+        volatility = context.need("volatility", name, trades.shape)
+        volume = context.need("volume", name, trades.shape)
+        sigma, missing = fill_from_median(volatility, self.fallback_volatility)
+        notional = size * equity[..., None]
+        liquid = jnp.isfinite(volume) & (volume > 0)
+        participation = jnp.where(
+            liquid, notional / jnp.where(liquid, volume, jnp.ones_like(volume)), 0.0
+        )
+        unit = jnp.where(
+            liquid, _as(self.coefficient, trades) * sigma * jnp.sqrt(participation), 1.0
+        )
+        per_asset = jnp.where(size > 0, jnp.minimum(unit, 1.0) * size, jnp.zeros_like(size))
+        total = sum_left_to_right(per_asset)
+        if self.fallback_volatility is not None:
+            return total
+        return _flag_unpriced(total, missing, size)
+
+    def __repr__(self) -> str:
+        if self.fallback_volatility is None:
+            return f"SquareRootImpact({float(self.coefficient)})"
+        return (
+            f"SquareRootImpact({float(self.coefficient)}, "
+            f"fallback_volatility={float(self.fallback_volatility)})"
+        )
 
 
 class CompositeCost(CostModel):
@@ -274,10 +506,24 @@ class CompositeCost(CostModel):
             raise ValueError("CompositeCost needs at least one cost model")
         self.models = tuple(flat)
 
-    def _cost(self, trades: Array, equity: Array) -> Array:
-        total = self.models[0]._cost(trades, equity)
+    @property
+    def requires(self) -> frozenset[str]:
+        """The union of the parts' inputs."""
+        return frozenset().union(*(m.requires for m in self.models))
+
+    @property
+    def fallbacks(self) -> frozenset[str]:
+        """The inputs for which every part that reads them has a fallback."""
+        return frozenset(
+            name
+            for name in self.requires
+            if all(name in m.fallbacks for m in self.models if name in m.requires)
+        )
+
+    def _priced(self, trades: Array, context: CostContext) -> Array:
+        total = self.models[0]._priced(trades, context)
         for model in self.models[1:]:
-            total = total + model._cost(trades, equity)
+            total = total + model._priced(trades, context)
         return total
 
     def check_assets(self, n_assets: int) -> None:
@@ -290,7 +536,7 @@ class CompositeCost(CostModel):
 
 
 def _from_sekai(cost: Any) -> CostModel:
-    """One of sekai's cost models as ours (only the kinds price arrays can support)."""
+    """One of sekai's cost models as ours."""
     name = type(cost).__name__
     if name == "NoCost":
         return NoCost()
@@ -300,44 +546,81 @@ def _from_sekai(cost: Any) -> CostModel:
         return FixedCost(cost.amount, threshold=cost.threshold)
     if name == "SpreadCost":
         if cost.half_spread is None:
-            raise ValueError(
-                f"{cost!r} needs a 'spread' data field (fraction of the price), which price "
-                "arrays and simulated markets do not provide"
-            )
+            return SpreadCost(fallback_spread=cost.fallback_spread)
         return SpreadCost(cost.half_spread)
+    if name == "SquareRootImpact":
+        return SquareRootImpact(cost.coefficient, fallback_volatility=cost.fallback_volatility)
     if name == "CompositeCost":
         return CompositeCost([_from_sekai(m) for m in cost.models])
-    if name == "SquareRootImpact":
-        raise ValueError(
-            f"{cost!r} needs a 'volume' data field (shares traded per step), which price "
-            "arrays and simulated markets do not provide"
-        )
     raise TypeError(f"unsupported sekai cost model {cost!r}")
 
 
-def as_cost_model(cost: Any, name: str = "transaction_cost") -> CostModel:
+_FIELD_UNITS = {"volume": "shares traded per step", "spread": "fraction of the price"}
+
+
+def check_cost_inputs(
+    cost: CostModel, *, fields: Collection[str] = (), lookback: int | None = None
+) -> None:
+    """Refuse, at construction, a cost model whose data inputs the price source lacks.
+
+    Args:
+        cost: the cost model.
+        fields: the data fields the source provides (`MarketData.fields`; none for price
+            arrays and simulated markets).
+        lookback: the env's lookback, if it estimates volatility from it (`< 2` gives no
+            estimate, so a model that reads `volatility` is refused).
+
+    Raises:
+        ValueError: a `volume` or `spread` the source lacks, or a volatility with
+            `lookback < 2` (sekai's checks).
+    """
+    for name, unit in _FIELD_UNITS.items():
+        if name in cost.requires and name not in fields:
+            raise ValueError(
+                f"{cost!r} needs a {name!r} data field ({unit}), which this price source does "
+                "not provide (price arrays and simulated markets have none; MarketData(..., "
+                f"{name}=...) does)"
+            )
+    if lookback is not None and lookback < 2 and "volatility" in cost.requires:
+        raise ValueError(
+            f"{cost!r} needs a per-asset volatility estimate, which takes at least 2 returns, "
+            f"but lookback={lookback}; use lookback >= 2"
+        )
+
+
+def as_cost_model(
+    cost: Any,
+    name: str = "transaction_cost",
+    *,
+    fields: Collection[str] = (),
+    lookback: int | None = None,
+) -> CostModel:
     """A cost model from a rate or a cost model, as sekai's `transaction_cost=` reads it.
 
     Args:
         cost: one of our `CostModel`s; a sekai `CostModel` (converted); or an int or float
             (numpy scalars too, bools excluded), which becomes `ProportionalCost(cost)`.
         name: the parameter name used in error messages.
+        fields: the data fields the price source provides (`check_cost_inputs`); the
+            default, none, refuses the quoted `SpreadCost()` and `SquareRootImpact`.
+        lookback: the env's lookback, for the volatility check (`check_cost_inputs`).
 
     Returns:
         A `CostModel`.
 
     Raises:
-        ValueError: a negative or non-finite rate, or a sekai model that needs data fields.
+        ValueError: a negative or non-finite rate, or a model that needs data fields the
+            source lacks.
         TypeError: anything else (a bool, a string, an array).
 
     Example:
         >>> as_cost_model(1e-3)
         ProportionalCost(0.001)
     """
-    if isinstance(cost, CostModel):
-        return cost
-    if type(cost).__module__.startswith("sekai."):
-        return _from_sekai(cost)
+    if isinstance(cost, CostModel) or type(cost).__module__.startswith("sekai."):
+        model = cost if isinstance(cost, CostModel) else _from_sekai(cost)
+        check_cost_inputs(model, fields=fields, lookback=lookback)
+        return model
     if isinstance(cost, int | float | np.integer | np.floating) and not isinstance(
         cost, bool | np.bool_
     ):
