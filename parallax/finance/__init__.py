@@ -6,6 +6,9 @@
 - `OptimalExecutionEnv` (`OptimalExecution-v0`): liquidate a block of shares under impact.
 - `MarketData` (prices, volume, spread, dates) and `market_inputs`, the arrays the envs read
   from it; `SquareRootImpact` and the quoted `SpreadCost()` read its volume and spread.
+- market models (`GBM`, `Heston`, `MertonJumpDiffusion`, `RegimeSwitching`, `GARCH`,
+  `MeanReverting`, `CointegratedPair`, `BlockBootstrap`, `Randomized`, `from_sekai`): pure
+  JAX price processes of the counter RNG (`docs/finance/models.md`).
 - cost models, reward functions, samplers and closed-form baselines (Avellaneda-Stoikov,
   Almgren-Chriss), see the submodules.
 
@@ -18,6 +21,20 @@ import importlib
 from typing import Any
 
 _LAZY: dict[str, str] = {
+    # market models (pure JAX, counter RNG; sekai's `simulators`), see docs/finance/models.md
+    "MarketModel": "._models",
+    "ModelState": "._models",
+    "Simulation": "._models",
+    "GBM": "._models",
+    "Heston": "._models",
+    "MertonJumpDiffusion": "._models",
+    "RegimeSwitching": "._models",
+    "GARCH": "._models",
+    "MeanReverting": "._models",
+    "CointegratedPair": "._models",
+    "BlockBootstrap": "._models",
+    "Randomized": "._models",
+    "from_sekai": "._models",
     # Trading / Portfolio and their shared market, cost and reward machinery
     "TradingEnv": "._trading",
     "TradingParams": "._trading",
