@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ._wrappers.normalize import NormalizeObservation as NormalizeObservation
     from ._wrappers.normalize import NormalizeReward as NormalizeReward
     from ._wrappers.stats import RecordEpisodeStatistics as RecordEpisodeStatistics
+    from ._wrappers.time_aware import TimeAwareObservation as TimeAwareObservation
     from ._wrappers.time_limit import TimeLimit as TimeLimit
     from ._wrappers.transform import ClipAction as ClipAction
     from ._wrappers.transform import FlattenObservation as FlattenObservation
@@ -82,6 +83,7 @@ __all__ = [
     "Space",
     "State",
     "StateT",
+    "TimeAwareObservation",
     "TimeLimit",
     "Trajectory",
     "TransformAction",
@@ -147,6 +149,7 @@ _LAZY = {
     "NormalizeReward": "._wrappers.normalize",
     "RecordEpisodeStatistics": "._wrappers.stats",
     "TimeLimit": "._wrappers.time_limit",
+    "TimeAwareObservation": "._wrappers.time_aware",
     "ClipAction": "._wrappers.transform",
     "FlattenObservation": "._wrappers.transform",
     "TransformAction": "._wrappers.transform",

@@ -9,7 +9,7 @@ the name after the slash.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,13 +184,15 @@ def make_vec(
     autoreset: bool | AutoResetMode = True,
     *,
     max_resets_per_step: int | str | None = "auto",
+    wrappers: Sequence[Callable[[Any], Any]] = (),
     **kwargs: Any,
 ) -> VmapWrapper[Any] | VmapAutoResetWrapper[Any]:
     """A batch of `num_envs` copies of `id`: `VmapAutoResetWrapper(TimeLimit(env), num_envs)`.
 
     With auto-reset on, the stack is `VmapAutoResetWrapper -> VmapWrapper -> TimeLimit ->
     env` (batch-level auto-reset: only the envs that finished are reset); with
-    `autoreset=False` it is `VmapWrapper -> TimeLimit -> env`.
+    `autoreset=False` it is `VmapWrapper -> TimeLimit -> env`. Per-env `wrappers` go
+    between the `TimeLimit` and the `VmapWrapper`, in order (the first is innermost).
 
     The counterpart of `sekai.make_vec(id, num_envs, vectorization_mode="native")`.
 
@@ -200,6 +202,9 @@ def make_vec(
         max_episode_steps: if given, wrap in `TimeLimit(env, max_episode_steps)`.
         autoreset: `True` (same-step), `False` (off), or an `AutoResetWrapper` mode.
         max_resets_per_step: passed to the `VmapWrapper` (cheap partial resets).
+        wrappers: callables applied in order to the single env (after the `TimeLimit`,
+            before vectorising), each taking an env and returning an env, as sekai's
+            `make_vec(..., wrappers=[...])`: `[lambda env: TimeAwareObservation(env)]`.
         **kwargs: the environment's own keyword arguments.
 
     Example:
@@ -207,13 +212,18 @@ def make_vec(
         >>> vec = parallax.make_vec("GridWorld-v0", 16, max_episode_steps=50)
         >>> vec.reset(key=jax.random.key(0)).observation.shape
         (16, 4)
+        >>> vec = parallax.make_vec("GridWorld-v0", 4, max_episode_steps=50,
+        ...                         wrappers=[parallax.TimeAwareObservation])
+        >>> vec.observation_space.shape, vec.batch_observation_space.shape
+        ((5,), (4, 5))
     """
     id = _check_id(id, "make_vec")
     num_envs = check_positive_int(num_envs, "num_envs", "make_vec")
+    wrappers = _check_wrappers(wrappers)
     try:
         env = make(id, **kwargs)
     except KeywordError as error:
-        own = ("num_envs", "max_episode_steps", "autoreset", "max_resets_per_step")
+        own = ("num_envs", "max_episode_steps", "autoreset", "max_resets_per_step", "wrappers")
         raise TypeError(
             keyword_message(
                 f"make_vec({id!r})",
@@ -224,6 +234,13 @@ def make_vec(
         ) from None
     if max_episode_steps is not None:
         env = TimeLimit(env, check_positive_int(max_episode_steps, "max_episode_steps", "make_vec"))
+    for i, wrap in enumerate(wrappers):
+        env = wrap(env)
+        if not (callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None))):
+            raise TypeError(
+                f"make_vec: wrappers[{i}] must return an environment (with reset and step), "
+                f"got {type(env).__name__}"
+            )
     mode: AutoResetMode
     if autoreset is True:
         mode = "same-step"
@@ -234,6 +251,27 @@ def make_vec(
     if mode == "off":
         return VmapWrapper(env, num_envs, max_resets_per_step=max_resets_per_step)
     return VmapAutoResetWrapper(env, num_envs, mode, max_resets_per_step=max_resets_per_step)
+
+
+def _check_wrappers(wrappers: Any) -> tuple[Callable[[Any], Any], ...]:
+    if callable(wrappers) or isinstance(wrappers, str | bytes):
+        raise TypeError(
+            "make_vec: wrappers must be a list of callables (env -> env), got a single "
+            f"{type(wrappers).__name__}; write wrappers=[...]"
+        )
+    try:
+        items = tuple(wrappers)
+    except TypeError:
+        raise TypeError(
+            f"make_vec: wrappers must be a list of callables (env -> env), got {wrappers!r}"
+        ) from None
+    for i, wrap in enumerate(items):
+        if not callable(wrap):
+            raise TypeError(
+                f"make_vec: wrappers[{i}] must be a callable taking an env and returning an "
+                f"env, got {wrap!r}"
+            )
+    return items
 
 
 def _register_builtins() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -185,17 +186,16 @@ def test_reward_weights_are_leaves_for_domain_randomisation(x64):
         turnover=jnp.asarray(2.0, dtype), cost=jnp.asarray(0.0, dtype),
         previous_equity=jnp.asarray(1.0, dtype),
     )  # fmt: skip
-    traces = []
+    chex.clear_trace_counter()
 
+    @chex.assert_max_traces(n=1)
     def value(weights):
-        traces.append(1)
         r = jax.tree_util.tree_unflatten(jax.tree.structure(reward), weights)
         return r(outcome, r.init(dtype))[0]
 
     batch = [jnp.asarray([1.0, 1.0, 1.0], dtype), jnp.asarray([-0.5, 0.0, -1.0], dtype)]
     got = jax.jit(jax.vmap(value))(batch)
     np.testing.assert_allclose(got, np.log(1.01) - np.array([1.0, 0.0, 2.0]), rtol=1e-5)
-    assert len(traces) == 1
 
 
 # -------------------------------------------------------------------------- samplers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -269,10 +270,10 @@ def test_dtypes_follow_the_float_mode(x64):
 
 def test_correlation_can_be_randomised_through_params():
     env = pf.PortfolioEnv(n_assets=2, episode_length=120, lookback=2, sigma=0.3)
-    traces = []
+    chex.clear_trace_counter()
 
+    @chex.assert_max_traces(n=1)
     def returns(key, rho):
-        traces.append(1)
         corr = jnp.array([[1.0, 0.0], [0.0, 1.0]]) + rho * jnp.array([[0.0, 1.0], [1.0, 0.0]])
         params = dataclasses.replace(env.params, chol=jnp.linalg.cholesky(corr))
         state = env.reset(key=key, params=params)
@@ -286,7 +287,6 @@ def test_correlation_can_be_randomised_through_params():
     run = jax.jit(jax.vmap(returns))
     keys = jax.random.split(jax.random.key(0), 3)
     paths = run(keys, jnp.array([-0.8, 0.0, 0.8]))
-    assert len(traces) == 1
     measured = [np.corrcoef(np.asarray(p).T)[0, 1] for p in paths]
     np.testing.assert_allclose(measured, [-0.8, 0.0, 0.8], atol=0.2)
 

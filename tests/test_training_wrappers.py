@@ -309,6 +309,7 @@ def test_episode_statistics_off_mode_waits_for_a_reset():
 class EquityEnv:
     """One continuous action in [-1, 1]; the equity follows the actions; ends after 5 steps."""
 
+    episode_equity_key = "equity"  # what RecordEpisodeStatistics records as final_equity
     action_space = spaces.Box(-1.0, 1.0, (1,))
     observation_space = spaces.Box(-np.inf, np.inf, (2,))
 

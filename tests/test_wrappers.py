@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,22 +29,20 @@ from parallax.envs import GridWorld, MaskedGridWorld, MaskedState
 N = 8
 
 
-def tree_equal(a, b) -> bool:
-    """Bit-identical pytrees (typed keys compared through their key data)."""
-    la, ta = jax.tree.flatten(a)
-    lb, tb = jax.tree.flatten(b)
-    if ta != tb:
-        return False
-    for x, y in zip(la, lb):
+def _key_data(tree):
+    """`tree` with typed PRNG keys as their key data (chex compares arrays of numbers)."""
+
+    def leaf(x):
         if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        if (
-            x.dtype != y.dtype
-            or x.shape != y.shape
-            or not np.array_equal(np.asarray(x), np.asarray(y))
-        ):
-            return False
-    return True
+            return jax.random.key_data(x)
+        return x
+
+    return jax.tree.map(leaf, tree)
+
+
+def assert_tree_equal(a, b) -> None:
+    """Bit-identical pytrees: same structure, shapes, dtypes and values (keys by key data)."""
+    chex.assert_trees_all_equal(_key_data(a), _key_data(b), strict=True)
 
 
 def signature(state):
@@ -208,7 +207,8 @@ def test_auto_reset_over_a_vector_env_works_per_env():
     actions = jax.random.randint(jax.random.key(1), (7, N), 0, 4)
     for act in actions:
         a, b, c = inner.step(a, act), jax.jit(outer.step)(b, act), jax.vmap(per_env.step)(c, act)
-        assert tree_equal(a, b) and tree_equal(b, c)
+        assert_tree_equal(a, b)
+        assert_tree_equal(b, c)
 
 
 def test_every_episode_starts_from_a_fresh_key():
@@ -249,7 +249,7 @@ def test_next_step_mode_returns_the_reset_on_the_step_after_the_end():
 def test_off_mode_is_transparent():
     env, raw = AutoResetWrapper(GridWorld(), mode="off"), GridWorld()
     k = jax.random.key(0)
-    assert tree_equal(env.step(env.reset(key=k), 1), raw.step(raw.reset(key=k), 1))
+    assert_tree_equal(env.step(env.reset(key=k), 1), raw.step(raw.reset(key=k), 1))
 
 
 # -- VmapWrapper selective reset -----------------------------------------------------------
@@ -264,7 +264,7 @@ def test_selective_reset_touches_only_done_envs(budget, x64):
     for i in range(N):
         pick = lambda t, i=i: jax.tree.map(lambda x: x[i], t)  # noqa: E731
         expected = pick(fresh) if bool(done[i]) else pick(state)
-        assert tree_equal(pick(out), expected), f"env {i}"
+        assert_tree_equal(pick(out), expected)  # env i
 
 
 @pytest.mark.parametrize(
@@ -340,7 +340,7 @@ def test_vmap_of_an_auto_reset_env_resets_every_env_every_step_with_the_same_res
         )[1]
 
     ours, theirs = jax.jit(lambda: run(plain))(), jax.jit(lambda: run(fused))()
-    assert tree_equal(ours, theirs)
+    assert_tree_equal(ours, theirs)
     step = jax.jit(plain.step)
     state = plain.reset(key=jax.random.key(0))
     jax.effects_barrier()
@@ -406,8 +406,9 @@ def test_eager_jit_and_scan_agree_and_structure_is_stable(name, x64):
     for a in actions:
         jitted = step(jitted, a)
     scanned, _ = jax.lax.scan(lambda s, a: (env.step(s, a), None), state0, actions)
-    assert tree_equal(jax.tree.map(lambda x: x, eager), jitted) or name == "checked"
-    assert tree_equal(jitted, scanned)
+    if name != "checked":
+        assert_tree_equal(eager, jitted)
+    assert_tree_equal(jitted, scanned)
     reset = env.reset(key=jax.random.key(9), state=jitted, done=jitted.done)
     assert signature(reset) == sig
     cond = jax.lax.cond(True, lambda: reset, lambda: jitted)
@@ -421,22 +422,21 @@ def test_stacks_vmap_over_an_outer_seed_axis():
     actions = jnp.zeros((3, 4), jnp.int32)
     out = jax.jit(jax.vmap(env.step))(states, actions)
     single = env.step(jax.tree.map(lambda x: x[1], states), actions[1])
-    assert tree_equal(jax.tree.map(lambda x: x[1], out), single)
+    assert_tree_equal(jax.tree.map(lambda x: x[1], out), single)
 
 
 def test_no_recompilation_on_the_second_step():
-    traces = [0]
+    chex.clear_trace_counter()
     env = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4)
 
+    @chex.assert_max_traces(n=1)  # a second trace raises
     def step(state, action):
-        traces[0] += 1
         return env.step(state, action)
 
     step = jax.jit(step)
     state = env.reset(key=jax.random.key(0))
     for _ in range(5):  # crosses an auto-reset
         state = step(state, jnp.zeros(4, jnp.int32))
-    assert traces[0] == 1
 
 
 def test_wrappers_preserve_the_state_type():
@@ -499,6 +499,6 @@ def test_auto_budget_resets_only_finished_envs_in_large_batches():
     out = jax.jit(env.reset)(key=jax.random.key(1), state=state, done=done)
     jax.effects_barrier()
     assert counter[0] == 4
-    assert tree_equal(out, plain.reset(key=jax.random.key(1), state=state, done=done))
+    assert_tree_equal(out, plain.reset(key=jax.random.key(1), state=state, done=done))
     with pytest.raises(ValueError, match="'auto', None or a positive int"):
         VmapWrapper(GridWorld(), 64, max_resets_per_step="some")

@@ -37,7 +37,7 @@ import jax
 from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, MARLState, StateT
-from .base import Wrapper, is_vector_env
+from .base import Wrapper, is_vector_env, step_env
 from .vmap import VmapWrapper
 
 AutoResetMode = Literal["same-step", "next-step", "off"]
@@ -155,27 +155,38 @@ class AutoResetWrapper(Wrapper[StateT]):
         info = {**state.info, FINAL_OBSERVATION: final_observation, FINAL_INFO: final_info}
         return replace(state, info=info)
 
-    def _reset_next_episode(self, key_source: StateT, state: StateT, done: Array) -> StateT:
-        """`state` with the envs where `done` reset; their keys come from `key_source.key`."""
+    def _reset_next_episode(
+        self, key_source: StateT, state: StateT, done: Array, params: PyTree = None
+    ) -> StateT:
+        """`state` with the envs where `done` reset; their keys come from `key_source.key`.
+
+        `params` (when given) go to the resets too, so a new episode keeps the params the
+        step was given (domain randomisation through an auto-reset).
+        """
         env: Any = self.env
+        extra = {} if params is None else {"params": params}
         if isinstance(env, VmapWrapper):  # derive keys only for the envs that reset
-            return env.reset(key=key_source.key, state=state, done=done, key_fn=next_episode_key)
+            return env.reset(
+                key=key_source.key, state=state, done=done, key_fn=next_episode_key, **extra
+            )
         if self._vector:
             keys = jax.vmap(next_episode_key)(key_source.key)
-            return env.reset(key=keys, state=state, done=done)
+            return env.reset(key=keys, state=state, done=done, **extra)
         if reset_uses_previous(env):
             return jax.lax.cond(
                 done,
-                lambda: env.reset(key=next_episode_key(key_source.key), previous=state),
+                lambda: env.reset(key=next_episode_key(key_source.key), previous=state, **extra),
                 lambda: state,
             )
         return jax.lax.cond(
-            done, lambda: env.reset(key=next_episode_key(key_source.key)), lambda: state
+            done, lambda: env.reset(key=next_episode_key(key_source.key), **extra), lambda: state
         )
 
     # -- protocol ------------------------------------------------------------------------
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
         """Reset (selective-reset arguments pass through to a vector env below)."""
+        if kwargs.get("params", 0) is None:
+            del kwargs["params"]
         if self.mode == "off":
             return self.env.reset(key=key, **kwargs)
         if kwargs.get("state") is not None:
@@ -185,19 +196,20 @@ class AutoResetWrapper(Wrapper[StateT]):
         _check_info(state.info, "reset")
         return self._decorate(state, _observation(state), dict(state.info))
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Step; where the episode ended, reset according to `mode`."""
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Step; where the episode ended, reset according to `mode` (with `params`, when
+        given, for the step and the reset alike)."""
         if self.mode == "off":
-            return self.env.step(state, action)
+            return step_env(self.env, state, action, params)
         inner = self._strip(state)
-        stepped = self.env.step(inner, action)
+        stepped = step_env(self.env, inner, action, params)
         _check_info(stepped.info, "step")
         if self.mode == "same-step":
-            fresh = self._reset_next_episode(stepped, stepped, stepped.done)
+            fresh = self._reset_next_episode(stepped, stepped, stepped.done, params)
             out = _keep_outcome(fresh, stepped)
             return self._decorate(out, _observation(stepped), dict(stepped.info))
         # next-step: the state passed in ended an episode -> this step is the reset.
-        fresh = self._reset_next_episode(inner, stepped, inner.done)
+        fresh = self._reset_next_episode(inner, stepped, inner.done, params)
         return self._decorate(fresh, _observation(fresh), dict(fresh.info))
 
     def _repr_args(self) -> str:

@@ -4,6 +4,11 @@
 - `unwrap_layers`: the list of layers from the outermost wrapper to the innermost env.
 - `is_vector_env`: whether an env (or wrapper stack) is batched (has `num_envs`).
 - `check_positive_int`: the constructor check shared by the wrappers.
+- `step_env`: `env.step(state, action)`, with `params=` passed only when given.
+
+Per-call params (domain randomisation): `reset(key=..., params=p)` and
+`step(state, action, params=p)` reach the env through every wrapper, and are passed on only
+when given, so envs whose `reset`/`step` take no `params` keep working unchanged.
 
 What a stack is, each layer answers for itself: `Wrapper` forwards `num_envs`,
 `autoreset_mode` and `reset_uses_previous` from the layer below as properties (a layer
@@ -13,15 +18,28 @@ one attribute of the outermost layer instead of walking the stack with `isinstan
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Generic
 
 from jaxtyping import PyTree
 
 from .._core import Env, KeyArray, StateT
-from .._validate import positive_int
+from .._validate import closest, positive_int
 
 check_positive_int = positive_int
 """`parallax._validate.positive_int` under its historical name (the wrappers import it)."""
+
+
+def step_env(env: Any, state: Any, action: PyTree, params: PyTree = None) -> Any:
+    """`env.step(state, action)`, or `env.step(state, action, params=params)` when given.
+
+    The one place a wrapper calls the layer below: params go down only when there are
+    some, so an env (or user wrapper) whose `step` takes no `params` is called as before.
+    """
+    if params is None:
+        return env.step(state, action)
+    return env.step(state, action, params=params)
 
 
 def unwrap_layers(env: Any) -> list[Any]:
@@ -68,6 +86,21 @@ def _forwarded(name: str, default: Any, doc: str) -> property:
 _UNSET = object()
 
 
+def env_parameters(env: Any) -> tuple[str, ...]:
+    """The parameter names `env` (or the stack below a wrapper) exposes as attributes.
+
+    An env declares them with `attribute_params` (settable, e.g. `sigma`) and
+    `static_params` (read-only, e.g. `lookback`), as the finance envs do; the fields of its
+    `params` dataclass count too. Setting one of these names on a wrapper sets it on the
+    env (never a dead attribute on the wrapper).
+    """
+    names = [*getattr(env, "attribute_params", ()), *getattr(env, "static_params", ())]
+    params = getattr(env, "params", None)
+    if dataclasses.is_dataclass(params):
+        names += [f.name for f in dataclasses.fields(params)]
+    return tuple(names)
+
+
 def _describe(env: Any) -> str:
     return type(env).__name__
 
@@ -91,6 +124,29 @@ class Wrapper(Generic[StateT]):
         >>> env.action_space
         Discrete(4)
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Mark the time spent in a constructor, so that `__setattr__` forwards a name to the
+        # env (or refuses a near miss) only for assignments made after construction: a
+        # wrapper's own attributes, set in `__init__`, may share a name with the env below.
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def constructing(self: Any, *args: Any, **kw: Any) -> None:
+            depth = self.__dict__.get("_constructing", 0)
+            object.__setattr__(self, "_constructing", depth + 1)
+            try:
+                init(self, *args, **kw)
+            finally:
+                if depth:
+                    object.__setattr__(self, "_constructing", depth)
+                else:
+                    del self.__dict__["_constructing"]
+
+        cls.__init__ = constructing  # type: ignore[method-assign]
 
     def __init__(self, env: Env[StateT]) -> None:
         if env is None:
@@ -138,12 +194,15 @@ class Wrapper(Generic[StateT]):
         return unwrap_layers(self)[-1]
 
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
-        """Reset the wrapped env (keyword arguments such as `state=`/`done=` pass through)."""
+        """Reset the wrapped env (keyword arguments such as `state=`/`done=`/`params=` pass
+        through; `params=None` is dropped)."""
+        if kwargs.get("params", _UNSET) is None:
+            del kwargs["params"]
         return self.env.reset(key=key, **kwargs)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Step the wrapped env."""
-        return self.env.step(state, action)
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Step the wrapped env (`params=`, when given, is passed on)."""
+        return step_env(self.env, state, action, params)
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails. Guard against recursion before `env` is set
@@ -162,6 +221,30 @@ class Wrapper(Generic[StateT]):
                     break
         stack = " -> ".join(_describe(layer) for layer in layers)
         raise AttributeError(f"no layer of the wrapper stack {stack} has an attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A parameter of the env below (`vec.sigma = 0.3`) is set there, where reset/step
+        # read it; a near miss of one (`vec.sigmaa`) is refused with a did-you-mean. The
+        # wrapper's own attributes (set in `__init__`, or already present) are plain.
+        env = self.__dict__.get("env")
+        if (
+            env is not None
+            and not self.__dict__.get("_constructing", 0)
+            and not name.startswith("_")
+            and name not in self.__dict__
+            and not hasattr(type(self), name)
+        ):
+            owned = env_parameters(env)
+            if name in owned:
+                setattr(env, name, value)
+                return
+            hint = closest(name, owned)
+            if hint:
+                stack = " -> ".join(_describe(layer) for layer in unwrap_layers(self))
+                raise AttributeError(
+                    f"no layer of the wrapper stack {stack} has an attribute {name!r}{hint}"
+                )
+        object.__setattr__(self, name, value)
 
     def _repr_args(self) -> str:
         return ""

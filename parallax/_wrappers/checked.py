@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, MARLState, StateT
-from .base import Wrapper, batch_depth, is_vector_env
+from .base import Wrapper, batch_depth, is_vector_env, step_env
 
 _CHECKS = ("action outside action_space", "NaN or inf in observation", "NaN or inf in reward")
 
@@ -134,8 +134,9 @@ class CheckedWrapper(Wrapper[StateT]):
         no = jnp.zeros((self._num_envs,) if self._vector else (), bool)
         return self._check(state, no)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Check the action, step, then check observation and reward.
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Check the action, step (`params=` passed on when given), then check observation
+        and reward.
 
         The action's shape and kind are checked at trace time (`TypeError`), its values
         inside `jit`. For multi-agent states the value check is skipped: inactive slots may
@@ -159,5 +160,5 @@ class CheckedWrapper(Wrapper[StateT]):
             bad_action = ~jax.vmap(space.contains)(action)
         else:
             bad_action = ~jnp.asarray(space.contains(action))
-        stepped = self.env.step(state, action)
+        stepped = step_env(self.env, state, action, params)
         return self._check(stepped, bad_action)

@@ -33,7 +33,7 @@ from jaxtyping import Array, PyTree
 from .. import _spaces as spaces
 from .._core import Env, KeyArray, StateT
 from .autoreset import FINAL_OBSERVATION
-from .base import Wrapper
+from .base import Wrapper, step_env
 from .transform import (
     batch_depth,
     check_single_agent,
@@ -366,7 +366,9 @@ class NormalizeObservation(Wrapper[StateT]):
         given = kwargs.pop("statistics", None)
         old, done = kwargs.pop("state", None), kwargs.pop("done", None)
         if old is not None and done is not None:
-            out: Any = selective_reset(self.env, key, old, done, (OBSERVATION_STATISTICS,))
+            out: Any = selective_reset(
+                self.env, key, old, done, (OBSERVATION_STATISTICS,), **kwargs
+            )
             check_single_agent(out, "NormalizeObservation")
             stats = self._update(old.info[OBSERVATION_STATISTICS], out.observation, done)
             out = self._finish(out, stats)
@@ -388,10 +390,11 @@ class NormalizeObservation(Wrapper[StateT]):
         stats = self._update(stats, out.observation, None)
         return self._finish(out, stats)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step; update the statistics with the new observations, then normalise."""
         stats = state.info[OBSERVATION_STATISTICS]
-        out: Any = self.env.step(strip_info(state, (OBSERVATION_STATISTICS,)), action)
+        inner = strip_info(state, (OBSERVATION_STATISTICS,))
+        out: Any = step_env(self.env, inner, action, params)
         check_single_agent(out, "NormalizeObservation")
         stats = self._update(stats, out.observation, None)
         return self._finish(out, stats)
@@ -527,10 +530,11 @@ class NormalizeReward(Wrapper[StateT]):
             )
         return replace(out, info={**out.info, REWARD_STATISTICS: stats})
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step; update the return statistics, then scale the reward."""
         stats = state.info[REWARD_STATISTICS]
-        out: Any = self.env.step(strip_info(state, (REWARD_STATISTICS,)), action)
+        inner = strip_info(state, (REWARD_STATISTICS,))
+        out: Any = step_env(self.env, inner, action, params)
         check_single_agent(out, "NormalizeReward")
         reward = jnp.asarray(out.reward)
         g = stats.discounted_return * self.gamma + reward.astype(_stat_dtype())

@@ -25,15 +25,22 @@ from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, StateT
 from .autoreset import FINAL_INFO
-from .base import Wrapper
+from .base import Wrapper, step_env
 from .transform import autoreset_mode, batch_depth, check_single_agent, strip_info, where_batch
 
-__all__ = ["EPISODE_STATISTICS", "EpisodeStatistics", "RecordEpisodeStatistics"]
+__all__ = [
+    "EPISODE_STATISTICS",
+    "EQUITY_KEY_ATTRIBUTE",
+    "EpisodeStatistics",
+    "RecordEpisodeStatistics",
+]
 
 EPISODE_STATISTICS = "episode_statistics"
 """The `info` key under which `RecordEpisodeStatistics` keeps its `EpisodeStatistics`."""
 
-_EQUITY_KEYS = ("equity", "portfolio_value", "wealth")
+EQUITY_KEY_ATTRIBUTE = "episode_equity_key"
+"""The attribute an env declares (a class attribute, read through the wrapper stack) to name
+the `info` key whose terminal value `RecordEpisodeStatistics` records as `final_equity`."""
 
 
 # Fields are typed `Any`: JAX rebuilds pytrees with non-array leaves (`jax.eval_shape`,
@@ -64,9 +71,9 @@ class EpisodeStatistics:
     """Length of the last finished episode (int32)."""
 
     final_equity: Any
-    """Equity at the end of the last finished episode: the terminal info's `equity`
-    (Trading-v0), `portfolio_value` (Portfolio-v0) or `wealth` (MarketMaking-v0), the first
-    present; None for envs without any of them."""
+    """Equity at the end of the last finished episode: the terminal info's value under the
+    key the env declares as `episode_equity_key` (the finance envs declare theirs); None
+    for envs that declare none."""
 
     num_episodes: Any
     """Episodes finished since reset / the last `clear` (int32)."""
@@ -85,11 +92,12 @@ class EpisodeStatistics:
     steps are not counted (bool)."""
 
 
-def _equity_key(info: dict[str, Any]) -> str | None:
+def _equity_key(declared: str | None, info: dict[str, Any]) -> str | None:
+    """The declared equity key, when the (terminal) info holds it; else None."""
     terminal = info.get(FINAL_INFO, info)
-    if not isinstance(terminal, dict):
+    if declared is None or not isinstance(terminal, dict):
         return None
-    return next((k for k in _EQUITY_KEYS if k in terminal), None)
+    return declared if declared in terminal else None
 
 
 def _fresh(state: Any, equity_key: str | None) -> EpisodeStatistics:
@@ -123,8 +131,8 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
     The statistics live in `state.info["episode_statistics"]` (an `EpisodeStatistics`),
     present from `reset` on; the state type is kept (a `MaskedState` stays a
     `MaskedState`). On the step an episode ends, `ended` is True and `episode_return`,
-    `episode_length` (and `final_equity` for envs whose terminal info has `equity`,
-    `portfolio_value` or `wealth`: the finance envs) describe it; they keep their values
+    `episode_length` (and `final_equity` for envs that declare an `episode_equity_key`, the
+    `info` key of their equity, as the finance envs do) describe it; they keep their values
     until the next episode ends. `num_episodes` and the `sum_*` fields add up every
     finished episode since `reset`;
     `RecordEpisodeStatistics.summary(state)` turns them into means over the whole batch
@@ -154,6 +162,13 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
         super().__init__(env)
         self._depth = batch_depth(env)
         self._mode = autoreset_mode(env)
+        declared = getattr(env, EQUITY_KEY_ATTRIBUTE, None)
+        if declared is not None and not isinstance(declared, str):
+            raise TypeError(
+                f"RecordEpisodeStatistics: the env's {EQUITY_KEY_ATTRIBUTE} must be an info "
+                f"key (a str) or None, got {declared!r}"
+            )
+        self._declared_equity: str | None = declared
 
     # -- reading -------------------------------------------------------------------------------
     @staticmethod
@@ -232,7 +247,7 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
         if old is None:
             out = env.reset(key=key, **kwargs)
             check_single_agent(out, "RecordEpisodeStatistics")
-            return self._attach(out, _fresh(out, _equity_key(out.info)))
+            return self._attach(out, _fresh(out, _equity_key(self._declared_equity, out.info)))
         inner_old = strip_info(old, (EPISODE_STATISTICS,))
         if self._depth > 0:
             if done is None:
@@ -246,7 +261,7 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
                 out = where_batch(jnp.asarray(done), out, inner_old)
         stats = self.statistics(old)
         where = jnp.ones(jnp.shape(out.reward), jnp.bool_) if done is None else jnp.asarray(done)
-        fresh = _fresh(out, _equity_key(out.info))
+        fresh = _fresh(out, _equity_key(self._declared_equity, out.info))
         stats = replace(
             stats,
             current_return=jnp.where(where, fresh.current_return, stats.current_return),
@@ -256,11 +271,11 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
         )
         return self._attach(out, stats)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Step and update the statistics."""
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Step (`params=` passed on when given) and update the statistics."""
         stats = self.statistics(state)
         inner = strip_info(state, (EPISODE_STATISTICS,))
-        out: Any = self.env.step(inner, action)
+        out: Any = step_env(self.env, inner, action, params)
         check_single_agent(out, "RecordEpisodeStatistics")
         if self._mode == "same-step":
             counted = ~stats.awaiting_reset
@@ -276,7 +291,7 @@ class RecordEpisodeStatistics(Wrapper[StateT]):
 
         final_equity, sum_final_equity = stats.final_equity, stats.sum_final_equity
         if final_equity is not None and sum_final_equity is not None:
-            key = _equity_key(out.info)
+            key = _equity_key(self._declared_equity, out.info)
             terminal = out.info.get(FINAL_INFO, out.info)
             equity = jnp.asarray(terminal[key]).astype(jnp.result_type(final_equity))
             final_equity = jnp.where(ended, equity, final_equity)

@@ -9,7 +9,7 @@ from jaxtyping import PyTree
 
 from .._core import Env, StateT
 from .._validate import INT32_MAX, positive_int
-from .base import Wrapper
+from .base import Wrapper, step_env
 
 
 class TimeLimit(Wrapper[StateT]):
@@ -50,9 +50,9 @@ class TimeLimit(Wrapper[StateT]):
                 "TimeLimit(AutoResetWrapper(env), max_steps)"
             )
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Step, then truncate where `step_count >= max_steps`."""
-        state = self.env.step(state, action)
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Step (`params=` passed on when given), then truncate where `step_count >= max_steps`."""
+        state = step_env(self.env, state, action, params)
         limit = jnp.asarray(state.step_count) >= self.max_steps
         return replace(state, truncation=state.truncation | limit)
 

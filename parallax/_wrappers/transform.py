@@ -31,7 +31,7 @@ from jaxtyping import Array, PyTree
 from .. import _spaces as spaces
 from .._core import Env, KeyArray, MARLState, StateT
 from .autoreset import FINAL_OBSERVATION, AutoResetMode
-from .base import Wrapper, batch_depth
+from .base import Wrapper, batch_depth, step_env
 
 __all__ = [
     "ClipAction",
@@ -89,7 +89,7 @@ def check_single_agent(state: Any, owner: str) -> None:
 
 
 def selective_reset(
-    env: Any, key: KeyArray, state: Any, done: Array, own_keys: tuple[str, ...]
+    env: Any, key: KeyArray, state: Any, done: Array, own_keys: tuple[str, ...], **kwargs: Any
 ) -> Any:
     """Selective reset of the env below an observation wrapper.
 
@@ -100,7 +100,7 @@ def selective_reset(
     template = jax.eval_shape(lambda k: env.reset(key=k).observation, key)
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), template)
     inner = replace(strip_info(state, own_keys), observation=zeros)
-    return env.reset(key=key, state=inner, done=done)
+    return env.reset(key=key, state=inner, done=done, **kwargs)
 
 
 def _check_callable(fn: Any, name: str, owner: str) -> None:
@@ -159,19 +159,23 @@ class _ObservationMap(Wrapper[StateT]):
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
         """Reset and transform the observation (a selective reset keeps the other rows)."""
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        state, done = kwargs.get("state"), kwargs.get("done")
+        state, done = kwargs.pop("state", None), kwargs.pop("done", None)
         if state is None or done is None:
+            if state is not None:
+                kwargs["state"] = state
+            if done is not None:
+                kwargs["done"] = done
             return self._decorate(self.env.reset(key=key, **kwargs))
-        out: Any = self._decorate(selective_reset(self.env, key, state, done, ()))
+        out: Any = self._decorate(selective_reset(self.env, key, state, done, (), **kwargs))
         observation = where_batch(done, out.observation, state.observation)
         info = out.info
         if FINAL_OBSERVATION in info:
             info = {**info, FINAL_OBSERVATION: observation}
         return replace(out, observation=observation, info=info)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step and transform the observation and `info["final_observation"]`."""
-        return self._decorate(self.env.step(state, action))
+        return self._decorate(step_env(self.env, state, action, params))
 
 
 class TransformObservation(_ObservationMap[StateT]):
@@ -354,9 +358,9 @@ class TransformReward(Wrapper[StateT]):
         self.fn = fn
         self._depth = batch_depth(env)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step and transform the reward."""
-        out: Any = self.env.step(state, action)
+        out: Any = step_env(self.env, state, action, params)
         check_single_agent(out, "TransformReward")
         reward = jnp.asarray(batched(self.fn, self._depth)(out.reward))
         if reward.shape != jnp.shape(out.reward):
@@ -407,9 +411,9 @@ class TransformAction(Wrapper[StateT]):
         """The accepted action space (`env.action_space` unless given)."""
         return self.env.action_space if self._space is None else self._space
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step with `fn(action)`."""
-        return self.env.step(state, batched(self.fn, self._depth)(action))
+        return step_env(self.env, state, batched(self.fn, self._depth)(action), params)
 
     def _repr_args(self) -> str:
         return f"fn={getattr(self.fn, '__name__', repr(self.fn))}"
@@ -469,6 +473,6 @@ class ClipAction(Wrapper[StateT]):
         high = jnp.asarray(self._high, dtype)
         return jnp.clip(action, low, high)
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step with `clip(action, low, high)`."""
-        return self.env.step(state, batched(self._clip, self._depth)(action))
+        return step_env(self.env, state, batched(self._clip, self._depth)(action), params)

@@ -1,6 +1,7 @@
 """`VmapWrapper`: run `num_envs` copies of an environment with `jax.vmap`, with selective reset.
 
-Also holds the key helpers shared by the wrappers: `is_key_batch`, `split_keys`.
+Also holds the key helpers shared by the wrappers: `is_key_batch`, `split_keys`, and
+`params_axes`, the rule that tells shared params leaves from per-env ones.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from jaxtyping import Array, Bool, PyTree
 
 from .._core import Env, KeyArray, StateT
 from .._validate import check_key
-from .base import Wrapper, check_positive_int, is_vector_env
+from .base import Wrapper, check_positive_int, is_vector_env, step_env
 
 
 def _is_typed_key(key: Any) -> bool:
@@ -61,6 +62,61 @@ def _check_batched_state(state: Any, num_envs: int, owner: str) -> None:
         )
 
 
+def params_axes(env: Any, params: PyTree, num_envs: int, owner: str = "VmapWrapper") -> PyTree:
+    """The `vmap` axes of `params` for `num_envs` copies of `env`: shared or per-env, per leaf.
+
+    The rule: each leaf of `params` is compared with the same leaf of the env's default
+    params (`env.params`, read through the wrapper stack). A leaf with the default's shape
+    is shared by every env (axis None); a leaf with a leading `num_envs` axis in front of
+    the default's shape is per-env (axis 0: env `i` gets row `i`). Leaves may mix. The
+    comparison is by shape only, so it is decided at trace time and never retraces.
+
+    Raises:
+        TypeError: the env has no default `params`, or `params` has another structure.
+        ValueError: a leaf whose shape is neither, naming the leaf and both allowed shapes.
+    """
+    default = getattr(env, "params", None)
+    if default is None:
+        raise TypeError(
+            f"{owner}: params= needs the env's default params (env.params) to tell shared "
+            f"leaves from per-env ones; {type(env).__name__} has none"
+        )
+    treedef: Any
+    default_def: Any
+    given, treedef = jax.tree_util.tree_flatten_with_path(params)
+    defaults, default_def = jax.tree.flatten(default)
+    if treedef != default_def:
+        raise TypeError(
+            f"{owner}: params must have the structure of env.params ({type(default).__name__}, "
+            f"{default_def.num_leaves} leaves), got {type(params).__name__} with "
+            f"{treedef.num_leaves} leaves; build them with env.params.replace(...)"
+        )
+    axes: list[int | None] = []
+    for (path, leaf), base in zip(given, defaults, strict=True):
+        shape, single = tuple(jnp.shape(leaf)), tuple(jnp.shape(base))
+        if shape == single:
+            axes.append(None)
+        elif shape == (num_envs, *single):
+            axes.append(0)
+        else:
+            raise ValueError(
+                f"{owner}: params leaf {jax.tree_util.keystr(path)} has shape {shape}; it must "
+                f"have the default's shape {single} (shared by every env) or "
+                f"{(num_envs, *single)} (one row per env, num_envs={num_envs})"
+            )
+    return jax.tree.unflatten(treedef, axes)
+
+
+def _rows(params: PyTree, axes: PyTree, rows: Array) -> PyTree:
+    """The per-env leaves of `params` (axis 0) gathered at `rows`; shared leaves as they are."""
+    treedef: Any
+    leaves, treedef = jax.tree.flatten(params)
+    flat_axes = treedef.flatten_up_to(axes)
+    return jax.tree.unflatten(
+        treedef, [x if a is None else x[rows] for x, a in zip(leaves, flat_axes, strict=True)]
+    )
+
+
 def _where_done(done: Array, fresh: PyTree, old: PyTree) -> PyTree:
     def pick(f: Array, o: Array) -> Array:
         mask = jnp.reshape(done, done.shape + (1,) * (jnp.ndim(o) - done.ndim))
@@ -93,8 +149,16 @@ class VmapWrapper(Wrapper[StateT]):
     batch-level auto-reset put the auto-reset outside: `VmapAutoResetWrapper(env, n)`
     (what `make_vec` builds), the same as `AutoResetWrapper(VmapWrapper(env, n))`.
 
-    Keyword arguments of `reset` other than `state`, `done` and `key_fn` are per-env: each
-    leads with `num_envs`, and env `i` gets row `i` (a finance env's `start=`, say).
+    Keyword arguments of `reset` other than `state`, `done`, `key_fn` and `params` are
+    per-env: each leads with `num_envs`, and env `i` gets row `i` (a finance env's
+    `start=`, say).
+
+    Per-call params (domain randomisation): `reset(key=..., params=p)` and
+    `step(state, action, params=p)` pass `p` to every env, leaf by leaf shared or per-env
+    by the rule of `params_axes`: a leaf shaped like the env's default (`env.params`) is
+    shared, a leaf with a leading `num_envs` axis gives env `i` its row `i`. Pass the same
+    params to `reset` and to every `step`; a selective reset (and so the auto-reset) uses
+    them too. Without `params=` the env is called exactly as before (no `params` keyword).
 
     A selective reset passes each reset env its own row of the old `state` as
     `reset(key=..., previous=row)` when the env declares `reset_uses_previous` (state that
@@ -147,6 +211,7 @@ class VmapWrapper(Wrapper[StateT]):
         state: StateT | None = None,
         done: Bool[Array, " num_envs"] | None = None,
         key_fn: Callable[[KeyArray], KeyArray] | None = None,
+        params: PyTree = None,
         **per_env: Any,
     ) -> StateT:
         """Reset all environments, or only those where `done` is True.
@@ -159,6 +224,8 @@ class VmapWrapper(Wrapper[StateT]):
             key_fn: optional; env `i` resets with `key_fn(key[i])`, derived inside the reset
                 branches for the envs that reset only (an auto-reset's next-episode keys,
                 `next_episode_key`, cost nothing on a step where no episode ended).
+            params: optional params of the env (shared or per-env leaves, see
+                `params_axes`).
             **per_env: further arguments of the env's `reset`, each with a leading
                 `num_envs` axis (env `i` gets row `i`); full resets only.
 
@@ -173,10 +240,16 @@ class VmapWrapper(Wrapper[StateT]):
             )
         check_key(key, "VmapWrapper.reset", batch=self.num_envs)
         keys = split_keys(key, self.num_envs)
+        axes = None if params is None else params_axes(self.env, params, self.num_envs)
         if state is None or done is None:
             env: Any = self.env
             derive = key_fn if key_fn is not None else (lambda k: k)
-            return jax.vmap(lambda k, kw: env.reset(key=derive(k), **kw))(keys, per_env)
+
+            def full(k: KeyArray, kw: dict[str, Any], p: PyTree) -> StateT:
+                extra = {} if p is None else {"params": p}
+                return env.reset(key=derive(k), **kw, **extra)  # type: ignore[no-any-return]
+
+            return jax.vmap(full, in_axes=(0, 0, axes))(keys, per_env, params)
         if per_env:
             raise ValueError(
                 "VmapWrapper.reset: a selective reset (state=, done=) takes no further "
@@ -189,7 +262,7 @@ class VmapWrapper(Wrapper[StateT]):
                 f"VmapWrapper.reset: done must be a bool array of shape ({self.num_envs},), "
                 f"got {done.dtype} {done.shape}"
             )
-        return self._reset_where(keys, state, done, key_fn)
+        return self._reset_where(keys, state, done, key_fn, params, axes)
 
     def _reset_where(
         self,
@@ -197,6 +270,8 @@ class VmapWrapper(Wrapper[StateT]):
         state: StateT,
         done: Array,
         key_fn: Callable[[KeyArray], KeyArray] | None = None,
+        params: PyTree = None,
+        axes: PyTree = None,
     ) -> StateT:
         """Reset the envs where `done` with `key_fn(keys[i])` (or `keys[i]`), cheaply.
 
@@ -209,16 +284,18 @@ class VmapWrapper(Wrapper[StateT]):
         # A nested vector env resets whole batches; `previous=` is for single envs.
         with_previous = bool(getattr(env, "reset_uses_previous", False)) and not is_vector_env(env)
 
-        def reset(k: KeyArray, previous: StateT | None = None) -> StateT:
+        def reset(k: KeyArray, previous: StateT | None, p: PyTree) -> StateT:
             k = k if key_fn is None else key_fn(k)
+            extra = {} if p is None else {"params": p}
             if previous is None:
-                return env.reset(key=k)
-            return env.reset(key=k, previous=previous)
+                return env.reset(key=k, **extra)  # type: ignore[no-any-return]
+            return env.reset(key=k, previous=previous, **extra)  # type: ignore[no-any-return]
+
+        batch_reset = jax.vmap(reset, in_axes=(0, 0, axes))
 
         def reset_all() -> StateT:
-            if with_previous:
-                return _where_done(done, jax.vmap(reset)(keys, state), state)
-            return _where_done(done, jax.vmap(reset)(keys), state)
+            previous = state if with_previous else None
+            return _where_done(done, batch_reset(keys, previous, params), state)
 
         def keep() -> StateT:
             return state
@@ -230,19 +307,20 @@ class VmapWrapper(Wrapper[StateT]):
         def reset_some() -> StateT:
             (idx,) = jnp.nonzero(done, size=budget, fill_value=self.num_envs)
             rows = jnp.minimum(idx, self.num_envs - 1)
-            if with_previous:
-                previous = jax.tree.map(lambda s: s[rows], state)
-                fresh = jax.vmap(reset)(keys[rows], previous)
-            else:
-                fresh = jax.vmap(reset)(keys[rows])
+            previous = jax.tree.map(lambda s: s[rows], state) if with_previous else None
+            some = params if params is None else _rows(params, axes, rows)
+            fresh = batch_reset(keys[rows], previous, some)
             return jax.tree.map(lambda s, f: s.at[idx].set(f, mode="drop"), state, fresh)
 
         count = jnp.sum(done, dtype=jnp.int32)
         branch = jnp.where(count == 0, 0, jnp.where(count <= budget, 1, 2))
         return jax.lax.switch(branch, [keep, reset_some, reset_all])
 
-    def step(self, state: StateT, action: PyTree) -> StateT:
-        """Step every environment; `action` leaves lead with `num_envs`."""
+    def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
+        """Step every environment; `action` leaves lead with `num_envs`.
+
+        `params` (optional): the env's params, each leaf shared or per-env (`params_axes`).
+        """
         _check_batched_state(state, self.num_envs, "VmapWrapper.step")
         bad = _leading(action, self.num_envs)
         if bad is not None:
@@ -252,7 +330,13 @@ class VmapWrapper(Wrapper[StateT]):
                 f"VmapWrapper.step: action must hold one action per env, leading with "
                 f"num_envs={self.num_envs} (shape {shown}), got shape {bad}"
             )
-        return jax.vmap(self.env.step)(state, action)
+        if params is None:
+            return jax.vmap(self.env.step)(state, action)
+        env = self.env
+        axes = params_axes(env, params, self.num_envs)
+        return jax.vmap(  # type: ignore[no-any-return]
+            lambda s, a, p: step_env(env, s, a, p), in_axes=(0, 0, axes)
+        )(state, action, params)
 
     def _repr_args(self) -> str:
         auto = self.num_envs // 16 if self.num_envs >= 32 else None
@@ -262,3 +346,20 @@ class VmapWrapper(Wrapper[StateT]):
             else ""
         )
         return f"num_envs={self.num_envs}{extra}"
+
+    # -- batched spaces, for code ported from sekai's VecEnv (the spaces above are per env) --
+    @property
+    def batch_observation_space(self) -> Any:
+        """The space of a batched observation: `observation_space` with a leading
+        `num_envs` axis (`parallax.stack_space`; a `Discrete(n)` becomes
+        `Discrete(n, (num_envs,))`, sekai's `MultiDiscrete([n] * num_envs)`)."""
+        from .._spaces import stack_space
+
+        return stack_space(self.observation_space, self.num_envs)
+
+    @property
+    def batch_action_space(self) -> Any:
+        """The space of a batch of actions: `action_space` with a leading `num_envs` axis."""
+        from .._spaces import stack_space
+
+        return stack_space(self.action_space, self.num_envs)

@@ -11,6 +11,9 @@
   JAX price processes of the counter RNG (`docs/finance/models.md`).
 - cost models, reward functions, samplers and closed-form baselines (Avellaneda-Stoikov,
   Almgren-Chriss), see the submodules.
+- performance metrics as pure JAX functions (`sharpe_ratio`, `max_drawdown`, ...,
+  `performance_metrics`), `evaluate` (a per-episode `EpisodeReport` table) and episode
+  figures (`plot_episode`, `render_episode`).
 
 Names are resolved lazily, so importing one env does not import the others.
 """
@@ -85,6 +88,26 @@ _LAZY: dict[str, str] = {
     "expected_shortfall": "._baselines",
     "avellaneda_stoikov_policy": "._baselines",
     "almgren_chriss_policy": "._baselines",
+    # performance metrics, the per-episode evaluation table and episode figures
+    "total_return": "._metrics",
+    "annualized_return": "._metrics",
+    "annualized_volatility": "._metrics",
+    "sharpe_ratio": "._metrics",
+    "sortino_ratio": "._metrics",
+    "max_drawdown": "._metrics",
+    "calmar_ratio": "._metrics",
+    "value_at_risk": "._metrics",
+    "conditional_value_at_risk": "._metrics",
+    "hit_rate": "._metrics",
+    "drawdown_series": "._metrics",
+    "equity_curve": "._metrics",
+    "returns_from_equity": "._metrics",
+    "performance_metrics": "._metrics",
+    "pnl_metrics": "._metrics",
+    "EpisodeReport": "._evaluate",
+    "evaluate": "._evaluate",
+    "plot_episode": "._plots",
+    "render_episode": "._plots",
 }
 
 

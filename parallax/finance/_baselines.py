@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from ._mm_common import divide, float_dtype
+from ._common import divide, float_dtype
 
 if TYPE_CHECKING:  # imported lazily at run time to keep `parallax.finance` imports cheap
     from .._core import State

@@ -1,266 +1,241 @@
-"""Plumbing shared by `TradingEnv` and `PortfolioEnv`.
+"""What the four finance envs share: numerics, the params base, and the env base.
 
-- `check_sources`: sekai's checks of the `prices=` / `data=` / `model=` arguments.
-- `HistoryEnv`: the base class with what both envs share: the price source, the sampler,
-  the resolution of a per-reset `start` (sekai's `options={"start": ...}`), the window start
-  chosen at reset (from `start`, the sampler, or for a sequential walk the `previous`
-  episode's window: `reset_uses_previous`), the draws sekai would make (for differential
-  tests), `sequential_starts` and `with_params`.
-- `cast_params(params, dtype)`: a params pytree with every leaf in the env's float dtype.
-- `info_timestamp`: the `timestamp` info value (decision row, or the step when simulated).
+- `float_dtype()`: the default float dtype right now (float64 under x64, else float32).
+- `static_int(name, value)`: an int-valued shape/episode argument as a Python int.
+- `opaque(x)`: `x` hidden from XLA's algebraic simplifier (no constant folding through it).
+- `divide(x, d)`: `x / d` as a true division, also when `d` is a compile-time constant.
+- `evaluated_once(v)`: an array unchanged, but computed once per step, not once per use.
+- `numeric_action(action, size, what)`: an action with `size` numbers, flattened.
+- `ParamsMethods`: `replace` and `as_arrays` for the frozen params dataclasses of all four
+  envs (`TradingParams`, `PortfolioParams`, `MarketMakingParams`, `OptimalExecutionParams`).
+- `resolve_params(params, default, ...)`: the params of one call, as arrays of the float
+  dtype (opaque to XLA unless asked otherwise).
+- `FinanceEnv`: the base class of the four envs: `params`, `with_params`, numeric
+  parameters as attributes (`env.sigma`, `env.sigma = 0.3`), read-only shape parameters,
+  unknown attribute names refused with a did-you-mean, and `episode_equity_key` (what
+  `RecordEpisodeStatistics` reports per episode).
+
+Why `opaque` and `divide`: the env's parameters are usually compile-time constants, and XLA
+rewrites a division by a constant as a multiplication by its reciprocal, which rounds
+differently from NumPy (and so from sekai) in about a third of cases (spec §9.2). Passing
+the params through `opaque` and constant divisors through `divide` keeps every division a
+division. (XLA:CPU may still contract `a + b * c` into a fused multiply-add, a 1-ulp
+difference that no barrier prevents; the tolerance rule of the differential tests allows
+for it.)
 """
 
 from __future__ import annotations
 
 import copy
-import math
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar, TypeVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, ArrayLike
 
-from .. import rng
-from ._market import SLOTS, Market
-from ._samplers import FixedStart, RandomStart, Sampler, SequentialStart
+from .._validate import closest
+from ._validation import params_of
 
-__all__ = ["HistoryEnv", "cast_params", "check_sources"]
+P = TypeVar("P", bound="ParamsMethods")
+E = TypeVar("E", bound="FinanceEnv")
+
+__all__ = [
+    "FinanceEnv",
+    "ParamsMethods",
+    "divide",
+    "evaluated_once",
+    "float_dtype",
+    "numeric_action",
+    "opaque",
+    "resolve_params",
+    "static_int",
+]
 
 
-def _is_market_data(x: Any) -> bool:
-    return type(x).__name__ == "MarketData" and type(x).__module__.startswith("sekai.")
+def float_dtype() -> np.dtype:
+    """The default float dtype right now: float64 under `jax_enable_x64`, else float32."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(jnp.float64))
 
 
-def check_sources(env: str, *, prices: Any, data: Any, model: Any) -> None:
-    """At most one price source, each of the right kind (sekai's checks and error types).
+def static_int(name: str, value: Any) -> int:
+    """An integer-valued argument (an int, or an integral float) as a Python int.
 
     Raises:
-        TypeError: a sekai `MarketData` passed as `prices=`, or a non-`MarketData` as `data=`.
-        ValueError: more than one source.
-        NotImplementedError: a valid `data=` or `model=` (not supported by parallax yet).
+        TypeError: naming `name`, for a bool, a non-number or a non-integral value.
     """
-    if _is_market_data(prices):
-        raise TypeError(f"{env}: pass a MarketData as data=, not prices=")
-    if data is not None and not _is_market_data(data):
-        raise TypeError(f"{env}: data= takes a sekai MarketData, got {type(data).__name__}")
-    given = [n for n, v in (("prices", prices), ("data", data), ("model", model)) if v is not None]
-    if len(given) > 1:
-        raise ValueError(f"{env} got {' and '.join(g + '=' for g in given)}; pass one source")
+    ok = not isinstance(value, bool) and isinstance(value, int | np.integer | float | np.floating)
+    if not ok or not float(value).is_integer():
+        raise TypeError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
 
 
-def unsupported_source(env: str, data: Any, model: Any) -> None:
-    """Refuse a valid `data=` or `model=` source, which parallax does not support yet."""
-    if data is not None:
-        raise NotImplementedError(
-            f"{env}: data= (a sekai MarketData) is not supported; pass its prices as prices="
-        )
-    if model is not None:
-        raise NotImplementedError(
-            f"{env}: model= (a sekai market model) is not supported; the built-in GBM "
-            "(mu=, sigma=, ...) and prices= are"
-        )
+def opaque(x: Any) -> Any:
+    """`x` (an array or a pytree of arrays) itself, opaque to XLA's constant folding."""
+    return jax.lax.optimization_barrier(x)
 
 
-def cast_params(params: PyTree, dtype: Any) -> PyTree:
-    """`params` with every leaf as a JAX array of `dtype`."""
-    return jax.tree.map(lambda x: jnp.asarray(x, dtype=dtype), params)
+def divide(x: Array, d: Any) -> Array:
+    """`x / d` in `x`'s dtype, never rewritten as `x * (1 / d)` (which rounds differently)."""
+    return x / opaque(jnp.asarray(d, x.dtype))
 
 
-class HistoryEnv:
-    """Shared base of `TradingEnv` and `PortfolioEnv` (see those for the public API)."""
+def evaluated_once(v: Array) -> Array:
+    """`v` unchanged, but computed once per step rather than once per use.
 
-    market: Market
-    sampler: Sampler
-    timestamps: np.ndarray | None
+    XLA fuses cheap elementwise producers into every consumer, duplicating them. An action
+    computed in the same jitted loop as the step (random actions from `parallax.rng` or
+    `jax.random`: cheap integer hashing) is read by the quotes, the fills, the cash, the
+    reward and the info, so each of their fusions would recompute it: 2-3x slower for
+    MarketMaking-v0 at N=1024. An optimization barrier is not fused through, so `v` is
+    materialised once. It is the identity on every value, NaN included, and eager and
+    jitted calls agree (an earlier form, `sum_j v_j e_j`, spread a NaN to the other
+    elements eagerly but not under jit).
+    """
+    return jax.lax.optimization_barrier(v)
+
+
+class ParamsMethods:
+    """Methods shared by the frozen params dataclasses of the finance envs."""
+
+    def replace(self: P, **changes: Any) -> P:
+        """A copy with the given fields changed (`env.params.replace(sigma=0.5)`)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]  # a dataclass
+
+    def as_arrays(self: P, dtype: Any = None) -> P:
+        """Every leaf (nested cost and reward leaves too) as an array of `dtype`.
+
+        Args:
+            dtype: a float dtype; default the default float dtype (float64 under x64).
+        """
+        dt = float_dtype() if dtype is None else dtype
+        return jax.tree.map(lambda x: jnp.asarray(x, dtype=dt), self)  # type: ignore[no-any-return]
+
+
+def resolve_params(params: Any, default: P, *, dtype: Any = None, barrier: bool = True) -> P:
+    """`params` (or `default` when None) as arrays of `dtype` (default: the float dtype).
+
+    Args:
+        params: a call's `params=` (None, or the env's params class).
+        default: the env's own params.
+        dtype: the float dtype of every leaf (default `float_dtype()`).
+        barrier: pass the result through `opaque` (MarketMaking and OptimalExecution do,
+            so that XLA does not constant-fold their divisions; Trading and Portfolio never
+            did, and keep their compiled numerics).
+
+    Raises:
+        TypeError: `params` is neither None nor of `default`'s class.
+    """
+    p = params_of(params, default).as_arrays(dtype)
+    return opaque(p) if barrier else p
+
+
+def numeric_action(action: ArrayLike, size: int, what: str) -> Array:
+    """`action` flattened to `(size,)` (any shape with `size` numbers, as sekai accepts).
+
+    Raises:
+        TypeError: a non-numeric dtype. ValueError: another number of elements (`what` says
+            what the numbers are).
+    """
+    a = jnp.asarray(action)
+    if not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
+        raise TypeError(f"action must be numeric, got dtype {a.dtype}")
+    if a.size != size:
+        noun = "number" if size == 1 else "numbers"
+        raise ValueError(f"action must hold {size} {noun} ({what}), got shape {a.shape}")
+    return a.reshape(size)
+
+
+_UNSET = object()
+
+
+class FinanceEnv:
+    """Base class of the four finance envs: params, `with_params` and parameters as attributes.
+
+    - `params`: a frozen params pytree (a `ParamsMethods` dataclass); `reset`/`step` use it
+      unless given `params=` per call.
+    - `with_params(params)`: a shallow copy whose default params are `params`.
+    - Reading `env.<name>` for a name in `attribute_params` returns the stored parameter;
+      setting it validates the value as the constructor does and replaces `params` (the
+      next `reset`/`step` use it, as sekai's `set_attr`). Jitted functions that closed over
+      the env keep the params they were traced with: re-jit, or pass `params=` per call.
+    - Names in `static_params` are read-only: they fix array shapes or the compiled program.
+    - Any other new attribute name is refused with a did-you-mean (no dead attributes).
+
+    Subclasses set `attribute_params`, `static_params` and implement `_set_param`; their
+    `__init__` ends with `self._built = True` (assignments before it are plain).
+    """
+
     params: Any
-    _name: str
+    attribute_params: ClassVar[tuple[str, ...]] = ()
+    """Numeric parameters readable and settable as attributes (`env.sigma = 0.3`)."""
+    static_params: ClassVar[dict[str, str]] = {}
+    """Read-only parameters and why (they fix shapes or the compiled program)."""
+    episode_equity_key: ClassVar[str | None] = None
+    """The `info` key `RecordEpisodeStatistics` records at each episode's end as its
+    `final_equity` (None: the env reports no equity)."""
 
-    # -- construction helpers --------------------------------------------------------------
-    def _check_sampler(self) -> None:
-        """A fixed start must be a valid window (sekai checks it at reset; we check here)."""
-        if self.market.simulated:
-            return
-        n_valid = self.market.n_starts
-        sampler = self.sampler
-        if isinstance(sampler, FixedStart | SequentialStart) and sampler.start >= n_valid:
-            raise ValueError(
-                f"sampler start {sampler.start} is beyond the last window start {n_valid - 1}"
-            )
-
-    # -- starts ----------------------------------------------------------------------------
-    @property
-    def reset_uses_previous(self) -> bool:
-        """Whether `reset(key=..., previous=state)` reads the finished episode's state.
-
-        True for a history walked by `SequentialStart`: the next window follows the previous
-        episode's. `AutoResetWrapper` and `VmapWrapper` pass `previous=` to the envs that
-        declare this (and only to them), so the walk survives auto-resets inside `jit`.
-        """
-        return not self.market.simulated and isinstance(self.sampler, SequentialStart)
-
-    @property
-    def n_starts(self) -> int:
-        """The number of episode windows in the history (1 for a simulated market)."""
-        return self.market.n_starts
-
-    def resolve_start(self, start: Any) -> int:
-        """The first-decision row for `reset(start=...)`, checked on the host as sekai does.
-
-        Args:
-            start: an int row (numpy ints too; negative counts from the end), or a
-                timestamp: a float on the default numeric axis (the first row at or after
-                it), a `sekai.finance.Time`, or for a history indexed by dates anything
-                `numpy.datetime64` accepts.
-
-        Returns:
-            The absolute row of the first decision, in `[L, L + n_starts - 1]`.
-
-        Raises:
-            ValueError: a simulated market, or a row outside the valid range.
-            TypeError: a bool.
-        """
-        if self.market.simulated:
-            raise ValueError(f"{self._name}: start= needs a price history (prices=)")
-        if isinstance(start, bool | np.bool_):
-            raise TypeError(f"start must be a row position or a timestamp, got {start!r}")
-        n_rows = self.market.n_rows
-        if isinstance(start, int | np.integer):
-            row = int(start) if start >= 0 else n_rows + int(start)
-        elif (
-            isinstance(start, jax.Array)
-            and start.ndim == 0
-            and not isinstance(start, jax.core.Tracer)
-        ):
-            if not jnp.issubdtype(start.dtype, jnp.integer):
-                raise TypeError(f"start must be an int row, got {start!r}")
-            return self.resolve_start(int(start))
-        else:
-            row = self._row_of_timestamp(start)
-        first, last = self.market.lookback, self.market.lookback + self.market.n_starts - 1
-        if not first <= row <= last:
-            raise ValueError(
-                f"start {start!r} (row {row}) is outside the valid range of first decisions: "
-                f"rows {first}..{last}"
-            )
-        return row
-
-    def _row_of_timestamp(self, when: Any) -> int:
-        value = when.value if type(when).__name__ == "Time" else when
-        stamps = self.timestamps
-        assert stamps is not None
-        if stamps.dtype.kind == "M":
-            try:
-                key = np.datetime64(value, "ns")
-            except (TypeError, ValueError):
-                raise ValueError(f"start {when!r} is not a date or time") from None
-            if np.isnat(key):
-                raise ValueError(f"start {when!r} is NaT")
-            return int(np.searchsorted(stamps, key, side="left"))
-        if isinstance(value, bool | np.bool_) or not isinstance(
-            value, int | float | np.integer | np.floating
-        ):
-            raise ValueError(f"start {when!r} is not a number (the timestamps are row numbers)")
-        if not math.isfinite(float(value)):
-            raise ValueError(f"start {when!r} is not finite")
-        return int(np.searchsorted(stamps, value, side="left"))
-
-    def sequential_starts(self, count: int, sampler: SequentialStart | None = None) -> np.ndarray:
-        """First-decision rows of `count` consecutive episodes, listed on the host.
-
-        The rows a sequential walk visits (inside `jit` the env walks them itself, from
-        `reset(previous=...)`); also usable as `reset(start=...)` rows.
-
-        Args:
-            count: how many episodes.
-            sampler: a `SequentialStart`; default the env's own sampler if it is one, else
-                `SequentialStart()`.
-
-        Returns:
-            int64 `(count,)` rows, what sekai's sequential sampler would hand out in turn.
-        """
-        if self.market.simulated:
-            raise ValueError(f"{self._name}: sequential starts need a price history (prices=)")
-        if sampler is None:
-            sampler = (
-                self.sampler if isinstance(self.sampler, SequentialStart) else SequentialStart()
-            )
-        positions = sampler.positions(self.market.n_starts, self.market.episode_length, count)
-        return positions + self.market.lookback
-
-    def _window_start(self, episode_key: Array, start: Any, previous: Any = None) -> Array:
-        """The window start row for a reset: from `start` (a decision row) or the sampler.
-
-        `previous` (a state of this env, or None) is read only by a sequential walk, which
-        starts the window after the previous episode's (`SequentialStart.next_position`).
-        """
-        market = self.market
-        if start is not None:
-            if market.simulated:
-                raise ValueError(f"{self._name}: start= needs a price history (prices=)")
-            if isinstance(start, jax.core.Tracer) or (
-                isinstance(start, jax.Array) and start.ndim > 0
-            ):
-                row = jnp.asarray(start, jnp.int32)
-                row = jnp.where(row < 0, row + market.n_rows, row)
-                first, last = market.lookback, market.lookback + market.n_starts - 1
-                row = eqx.error_if(
-                    row,
-                    (row < first) | (row > last),
-                    f"{self._name}: start outside the valid rows {first}..{last}",
-                )
-                return row - market.lookback
-            return jnp.asarray(self.resolve_start(start) - market.lookback, jnp.int32)
-        if market.simulated:
-            return jnp.zeros((), jnp.int32)
-        sampler = self.sampler
-        if isinstance(sampler, RandomStart):
-            return rng.randint(episode_key, 0, SLOTS.START, 0, market.n_starts, dtype=jnp.int32)
-        if isinstance(sampler, SequentialStart) and previous is not None:
-            # The window start row is the sampler's position (the first window is row 0).
-            return sampler.next_position(
-                previous.env_state.market.start,
-                n_valid=market.n_starts,
-                episode_length=market.episode_length,
-            )
-        return jnp.asarray(sampler.start, jnp.int32)
-
-    # -- differential testing --------------------------------------------------------------
-    def sekai_draws(self, key: Array, start: Any = None) -> list[tuple[str, tuple[Any, ...], Any]]:
-        """The calls sekai's `reset()` makes on `env.rng` to reproduce our `reset(key=key)`.
-
-        A noise-injection hook: serve these, in order, from a shim generator set as the
-        sekai env's `rng` and its episode equals ours. Computed with the same
-        `parallax.rng` draws the env uses (float64 under x64).
-
-        Args:
-            key: the reset key.
-            start: the `start=` given to our reset, if any (then sekai draws nothing).
-
-        Returns:
-            A list of `(method, args, value)`: `("standard_normal", ((S, n),), block)` for
-            a simulated market, `("integers", (0, n_valid), position)` for `RandomStart`,
-            nothing otherwise.
-        """
-        ek = rng.episode_key(key)
-        market = self.market
-        if market.simulated:
-            dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
-            block = np.asarray(market.raw_shocks(ek, dtype), dtype=np.float64)
-            shape = (market.lookback + market.episode_length, market.n_assets)
-            return [("standard_normal", (shape,), block)]
-        if start is None and isinstance(self.sampler, RandomStart):
-            pos = int(self._window_start(ek, None))
-            return [("integers", (0, market.n_starts), pos)]
-        return []
-
-    def with_params(self, params: Any) -> Any:
+    def with_params(self: E, params: Any) -> E:
         """A shallow copy of this env whose default params are `params` (may be traced).
 
-        Use it to run a wrapper stack (auto-reset included) with per-env randomised
-        params: `jax.vmap(lambda p, s, a: AutoResetWrapper(env.with_params(p)).step(s, a))`.
+        Use it to run a wrapper stack (auto-reset included) with per-env randomised params:
+        `jax.vmap(lambda p, s, a: AutoResetWrapper(env.with_params(p)).step(s, a))`, or
+        pass `params=` to the stack's `reset`/`step`, which every wrapper forwards.
         """
         twin = copy.copy(self)
-        twin.params = params
+        object.__setattr__(twin, "params", params)
         return twin
+
+    def _set_param(self, name: str, value: Any) -> Any:
+        """The params with `name` set to `value`, validated as the constructor does."""
+        raise NotImplementedError  # pragma: no cover - every subclass implements it
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: the numeric parameters live in `params`.
+        if name.startswith("_") or "params" not in self.__dict__:
+            raise AttributeError(name)
+        params = self.__dict__["params"]
+        if name in type(self).attribute_params or name in _field_names(params):
+            return getattr(params, name)
+        raise AttributeError(self._unknown(name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not self.__dict__.get("_built", False):
+            object.__setattr__(self, name, value)
+            return
+        cls = type(self)
+        if name in cls.static_params:
+            raise AttributeError(
+                f"{cls.__name__}.{name} is read-only: {cls.static_params[name]}; build a new "
+                f"env with {name}=..."
+            )
+        if name in cls.attribute_params:
+            object.__setattr__(self, "params", self._set_param(name, value))
+            return
+        if name in _field_names(self.__dict__.get("params")):
+            raise AttributeError(
+                f"{cls.__name__}.{name} cannot be set as an attribute; use "
+                f"env.with_params(env.params.replace({name}=...))"
+            )
+        prop = getattr(cls, name, None)
+        if isinstance(prop, property) and prop.fset is None:
+            raise AttributeError(f"{cls.__name__}.{name} is read-only (a derived property)")
+        if name in self.__dict__ or hasattr(cls, name):
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(self._unknown(name) + " (setting it would have no effect)")
+
+    def _unknown(self, name: str) -> str:
+        cls = type(self)
+        known = [n for n in (*dir(cls), *self.__dict__) if not n.startswith("_")]
+        known += [*cls.attribute_params, *cls.static_params]
+        known += _field_names(self.__dict__.get("params"))
+        return f"{cls.__name__} has no attribute {name!r}{closest(name, known)}"
+
+
+def _field_names(params: Any) -> tuple[str, ...]:
+    """The field names of a params dataclass (none for anything else, None included)."""
+    if not dataclasses.is_dataclass(params):
+        return ()
+    return tuple(f.name for f in dataclasses.fields(params))

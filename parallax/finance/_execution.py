@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,8 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._mm_common import (
+from ._common import (
+    FinanceEnv,
     ParamsMethods,
     divide,
     float_dtype,
@@ -31,7 +32,7 @@ from ._mm_common import (
     resolve_params,
     static_int,
 )
-from ._validation import finite_number
+from ._validation import Bound, finite_number
 
 __all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExecutionState"]
 
@@ -104,12 +105,37 @@ class OptimalExecutionState:
     mid_normal: Array
 
 
+_BOUNDS: dict[str, Bound] = {
+    "initial_inventory": ">0",
+    "s0": ">0",
+    "sigma": ">=0",
+    "total_time": ">0",
+    "permanent_impact": ">=0",
+    "temporary_impact": ">0",
+    "fixed_cost": ">=0",
+    "risk_aversion": ">=0",
+}
+"""The constructor's bound on each numeric parameter (also applied by `env.name = value`)."""
+
+
+def _check_impacts(p: OptimalExecutionParams, n_steps: int) -> OptimalExecutionParams:
+    """`p`, unless `temporary_impact <= permanent_impact * tau / 2` (sekai's check)."""
+    tau = float(p.total_time) / n_steps
+    if float(p.temporary_impact) - 0.5 * float(p.permanent_impact) * tau <= 0:
+        raise ValueError(
+            "temporary_impact must exceed permanent_impact * tau / 2 (tau = total_time / "
+            f"n_steps = {tau!r}), got temporary_impact={p.temporary_impact!r}, "
+            f"permanent_impact={p.permanent_impact!r}"
+        )
+    return p
+
+
 def _draw(episode_key: Array, k: Array) -> Array:
     """The draw of step `k`: the mid's standard normal (slot `MID`, index 0)."""
     return rng.normal(episode_key, k, SLOTS.MID, 0, dtype=float_dtype())
 
 
-class OptimalExecutionEnv:
+class OptimalExecutionEnv(FinanceEnv):
     """Liquidate a large position over a fixed horizon, trading off impact against risk.
 
     The Almgren-Chriss (2000) execution model, as sekai 0.2.0's `OptimalExecution-v0`
@@ -155,6 +181,19 @@ class OptimalExecutionEnv:
     """
 
     SLOTS = SLOTS
+    attribute_params = (
+        "initial_inventory",
+        "s0",
+        "sigma",
+        "total_time",
+        "permanent_impact",
+        "temporary_impact",
+        "fixed_cost",
+        "risk_aversion",
+    )
+    static_params: ClassVar[dict[str, str]] = {
+        "n_steps": "it fixes the episode length and the compiled program"
+    }
 
     def __init__(
         self,
@@ -173,28 +212,27 @@ class OptimalExecutionEnv:
         if steps < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps!r}")
         self.n_steps = steps
-        self.params = OptimalExecutionParams(
-            initial_inventory=finite_number("initial_inventory", initial_inventory, ">0"),
-            s0=finite_number("s0", s0, ">0"),
-            sigma=finite_number("sigma", sigma, ">=0"),
-            total_time=finite_number("total_time", total_time, ">0"),
-            permanent_impact=finite_number("permanent_impact", permanent_impact, ">=0"),
-            temporary_impact=finite_number("temporary_impact", temporary_impact, ">0"),
-            fixed_cost=finite_number("fixed_cost", fixed_cost, ">=0"),
-            risk_aversion=finite_number("risk_aversion", risk_aversion, ">=0"),
+        given = {
+            "initial_inventory": initial_inventory,
+            "s0": s0,
+            "sigma": sigma,
+            "total_time": total_time,
+            "permanent_impact": permanent_impact,
+            "temporary_impact": temporary_impact,
+            "fixed_cost": fixed_cost,
+            "risk_aversion": risk_aversion,
+        }
+        self.params = _check_impacts(
+            OptimalExecutionParams(
+                **{name: finite_number(name, v, _BOUNDS[name]) for name, v in given.items()}
+            ),
+            steps,
         )
-        p = self.params
-        tau = float(p.total_time) / steps
-        if float(p.temporary_impact) - 0.5 * float(p.permanent_impact) * tau <= 0:
-            raise ValueError(
-                "temporary_impact must exceed permanent_impact * tau / 2 (tau = total_time / "
-                f"n_steps = {tau!r}), got temporary_impact={p.temporary_impact!r}, "
-                f"permanent_impact={p.permanent_impact!r}"
-            )
         self.observation_space = spaces.Box(
             np.array([0.0, 0.0, -np.inf]), np.array([1.0, 1.0, np.inf]), (3,), jnp.float32
         )
         self.action_space = spaces.Box(0.0, 1.0, (1,), jnp.float32)
+        self._built = True
 
     # -- parameters ------------------------------------------------------------------------
     @property
@@ -203,7 +241,11 @@ class OptimalExecutionEnv:
         return float(self.params.total_time) / self.n_steps
 
     def _params(self, params: OptimalExecutionParams | None) -> OptimalExecutionParams:
-        return resolve_params(params, self.params, OptimalExecutionParams)
+        return resolve_params(params, self.params)
+
+    def _set_param(self, name: str, value: Any) -> OptimalExecutionParams:
+        changed = self.params.replace(**{name: finite_number(name, value, _BOUNDS[name])})
+        return _check_impacts(changed, self.n_steps)
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: OptimalExecutionParams | None = None) -> State:

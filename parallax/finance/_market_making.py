@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,8 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._mm_common import (
+from ._common import (
+    FinanceEnv,
     ParamsMethods,
     divide,
     evaluated_once,
@@ -32,7 +33,7 @@ from ._mm_common import (
     resolve_params,
     static_int,
 )
-from ._validation import finite_number
+from ._validation import Bound, finite_number
 
 __all__ = ["SLOTS", "MarketMakingEnv", "MarketMakingParams", "MarketMakingState"]
 
@@ -104,6 +105,17 @@ class MarketMakingState:
     mid_normal: Array
 
 
+_BOUNDS: dict[str, Bound] = {
+    "s0": None,
+    "sigma": ">=0",
+    "total_time": ">0",
+    "fill_intensity": ">0",
+    "fill_decay": ">0",
+    "risk_aversion": ">=0",
+}
+"""The constructor's bound on each numeric parameter (also applied by `env.name = value`)."""
+
+
 def _draws(episode_key: Array, t: Array) -> tuple[Array, Array]:
     """The draws of step `t`: fill uniforms `(2,)` (slot `FILL`) and the mid's normal (`MID`)."""
     dt = float_dtype()
@@ -111,7 +123,7 @@ def _draws(episode_key: Array, t: Array) -> tuple[Array, Array]:
     return u, rng.normal(episode_key, t, SLOTS.MID, 0, dtype=dt)
 
 
-class MarketMakingEnv:
+class MarketMakingEnv(FinanceEnv):
     """Quote a bid and an ask around a moving mid price and manage inventory risk.
 
     The Avellaneda-Stoikov (2008) market-making model, as sekai 0.2.0's `MarketMaking-v0`:
@@ -161,6 +173,21 @@ class MarketMakingEnv:
     """
 
     SLOTS = SLOTS
+    attribute_params = (
+        "s0",
+        "sigma",
+        "total_time",
+        "fill_intensity",
+        "fill_decay",
+        "risk_aversion",
+    )
+    static_params: ClassVar[dict[str, str]] = {
+        "n_steps": "it fixes the episode length and the compiled program",
+        "max_inventory": "it scales the observation and bounds the inventory",
+        "order_size": "it is the int32 unit of every fill",
+        "max_offset": "it fixes the action space",
+    }
+    episode_equity_key = "wealth"
 
     def __init__(
         self,
@@ -189,13 +216,16 @@ class MarketMakingEnv:
                 f"max_inventory and order_size must be <= 2**30 (int32 inventory), got "
                 f"max_inventory={limit}, order_size={size}"
             )
+        given = {
+            "s0": s0,
+            "sigma": sigma,
+            "total_time": total_time,
+            "fill_intensity": fill_intensity,
+            "fill_decay": fill_decay,
+            "risk_aversion": risk_aversion,
+        }
         self.params = MarketMakingParams(
-            s0=finite_number("s0", s0),
-            sigma=finite_number("sigma", sigma, ">=0"),
-            total_time=finite_number("total_time", total_time, ">0"),
-            fill_intensity=finite_number("fill_intensity", fill_intensity, ">0"),
-            fill_decay=finite_number("fill_decay", fill_decay, ">0"),
-            risk_aversion=finite_number("risk_aversion", risk_aversion, ">=0"),
+            **{name: finite_number(name, v, _BOUNDS[name]) for name, v in given.items()}
         )
         self.n_steps = steps
         self.max_inventory = limit
@@ -205,6 +235,7 @@ class MarketMakingEnv:
             np.array([-1.0, 0.0]), np.array([1.0, 1.0]), (2,), jnp.float32
         )
         self.action_space = spaces.Box(0.0, self.max_offset, (2,), jnp.float32)
+        self._built = True
 
     # -- parameters ------------------------------------------------------------------------
     @property
@@ -213,7 +244,10 @@ class MarketMakingEnv:
         return float(self.params.total_time) / self.n_steps
 
     def _params(self, params: MarketMakingParams | None) -> MarketMakingParams:
-        return resolve_params(params, self.params, MarketMakingParams)
+        return resolve_params(params, self.params)
+
+    def _set_param(self, name: str, value: Any) -> MarketMakingParams:
+        return self.params.replace(**{name: finite_number(name, value, _BOUNDS[name])})
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: MarketMakingParams | None = None) -> State:

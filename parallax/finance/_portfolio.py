@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +18,9 @@ from jaxtyping import Array, Float, PyTree, UInt32
 from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, PyTreeSpace
-from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
+from ._common import ParamsMethods, resolve_params
 from ._costs import CostModel, as_cost_model, sum_left_to_right
+from ._history import HistoryEnv, check_sources, unsupported_source
 from ._market import (
     Market,
     MarketState,
@@ -31,7 +32,13 @@ from ._market import (
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
 from ._samplers import as_sampler
 from ._trading import _timestamps
-from ._validation import finite_array, finite_number, int_at_least, params_of
+from ._validation import (
+    check_correlation,
+    finite_array,
+    finite_number,
+    int_at_least,
+    per_asset,
+)
 
 __all__ = ["PortfolioEnv", "PortfolioParams", "PortfolioState"]
 
@@ -39,9 +46,12 @@ _S0 = 100.0  # sekai simulates every asset from 100
 
 
 @jax.tree_util.register_dataclass
-@dataclasses.dataclass
-class PortfolioParams:
+@dataclasses.dataclass(frozen=True)
+class PortfolioParams(ParamsMethods):
     """Numeric parameters of `PortfolioEnv` (every leaf float; cast to the env's dtype).
+
+    Frozen: change fields with `replace` or set them on the env (`env.sigma = 0.3`,
+    `env.corr = matrix`, validated as the constructor does).
 
     Attributes:
         mu, sigma: `(n,)` GBM drifts and volatilities (annualised).
@@ -60,10 +70,6 @@ class PortfolioParams:
     capital: Any
     cost: CostModel
     reward: RewardFunction
-
-    def replace(self, **changes: Any) -> PortfolioParams:
-        """A copy with the given fields changed (`env.params.replace(sigma=0.5)`)."""
-        return dataclasses.replace(self, **changes)
 
 
 @jax.tree_util.register_dataclass
@@ -84,32 +90,6 @@ class PortfolioState:
     weights: Float[Array, " n1"]
     portfolio_value: Float[Array, ""]
     reward_state: PyTree
-
-
-def _check_correlation(corr: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """sekai's checks of a correlation matrix; returns it and its lower Cholesky factor."""
-    arr = np.asarray(corr, dtype=np.float64)
-    if arr.shape != (n, n):
-        raise ValueError(f"corr must have shape ({n}, {n}), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("corr must be finite")
-    if not np.allclose(arr, arr.T, rtol=0.0, atol=1e-8):
-        raise ValueError("corr must be symmetric")
-    if not np.allclose(np.diag(arr), 1.0, rtol=0.0, atol=1e-8):
-        raise ValueError("corr must have a unit diagonal")
-    try:
-        chol = np.linalg.cholesky(arr)
-    except np.linalg.LinAlgError:
-        raise ValueError("corr must be positive definite") from None
-    return arr, chol
-
-
-def _per_asset(name: str, value: np.ndarray, n: int) -> np.ndarray:
-    if not (value.ndim == 0 or (value.ndim == 1 and value.shape[0] in (1, n))):
-        raise ValueError(
-            f"{name} must be a scalar or an array of length {n}, got shape {value.shape}"
-        )
-    return np.array(np.broadcast_to(value, (n,)), dtype=np.float64)
 
 
 class PortfolioEnv(HistoryEnv):
@@ -166,6 +146,14 @@ class PortfolioEnv(HistoryEnv):
     """
 
     _name = "PortfolioEnv"
+    attribute_params = ("mu", "sigma", "corr", "dt", "capital", "transaction_cost")
+    static_params: ClassVar[dict[str, str]] = {
+        "episode_length": "it sizes the price windows and the compiled program",
+        "lookback": "it sizes the observation",
+        "n_assets": "it sizes the observation, the action and the market",
+        "allow_short": "it fixes the action space",
+    }
+    episode_equity_key = "portfolio_value"
 
     def __init__(
         self,
@@ -222,9 +210,9 @@ class PortfolioEnv(HistoryEnv):
             raise ValueError(
                 f"corr implies {np.shape(corr_arr)[0]} assets but n_assets implies {n}"
             )
-        mu_arr = _per_asset("mu", mu_arr, n)
-        sigma_arr = _per_asset("sigma", sigma_arr, n)
-        corr_arr, chol = _check_correlation(corr_arr, n)
+        mu_arr = per_asset("mu", mu_arr, n)
+        sigma_arr = per_asset("sigma", sigma_arr, n)
+        corr_arr, chol = check_correlation(corr_arr, n)
         reward_fn = as_reward(reward)
         cost.check_assets(n)
         self.sampler = as_sampler(sampler)
@@ -264,6 +252,23 @@ class PortfolioEnv(HistoryEnv):
             self.action_space = Box(-1.0, 1.0, (n,), jnp.float32)
         else:
             self.action_space = Box(0.0, 1.0, (n + 1,), jnp.float32)
+        self._built = True
+
+    def _set_param(self, name: str, value: Any) -> PortfolioParams:
+        n = self.n_assets
+        if name == "transaction_cost":
+            cost = as_cost_model(value)
+            cost.check_assets(n)
+            object.__setattr__(self, "transaction_cost", value)
+            return self.params.replace(cost=cost)
+        if name == "corr":
+            corr, chol = check_correlation(value, n)
+            object.__setattr__(self, "corr", corr)
+            return self.params.replace(chol=chol)
+        if name in ("mu", "sigma"):
+            arr = finite_array(name, value, ">=0" if name == "sigma" else None)
+            return self.params.replace(**{name: per_asset(name, arr, n)})
+        return self.params.replace(**{name: np.float64(finite_number(name, value, ">0"))})
 
     # -- read-only shape parameters ------------------------------------------------------
     @property
@@ -343,7 +348,7 @@ class PortfolioEnv(HistoryEnv):
             The first `State`.
         """
         dtype = float_dtype()
-        p = cast_params(params_of(params, self.params), dtype)
+        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
@@ -355,33 +360,24 @@ class PortfolioEnv(HistoryEnv):
             chol=p.chol,
             dtype=dtype,
         )
-        weights = self._cash_only(dtype)
         zero = jnp.zeros((), dtype)
-        value = jnp.ones((), dtype)
-        info = {
-            "portfolio_value": value,
-            "equity": value,
-            "weights": weights,
-            "turnover": zero,
-            "cost": zero,
-            "asset_returns": jnp.zeros((self.n_assets,), dtype),
-            "timestamp": self._timestamp(market, jnp.zeros((), jnp.int32)),
-            "dt": p.dt,
-        }
-        return State(
-            env_state=PortfolioState(
-                episode_key=ek,
-                market=market,
-                weights=weights,
-                portfolio_value=value,
-                reward_state=p.reward.init(dtype),
-            ),
-            observation=self._observation(market, weights),
+        env_state = PortfolioState(
+            episode_key=ek,
+            market=market,
+            weights=self._cash_only(dtype),
+            portfolio_value=jnp.ones((), dtype),
+            reward_state=p.reward.init(dtype),
+        )
+        return self._state(
+            env_state,
+            p,
+            t=jnp.zeros((), jnp.int32),
+            turnover=zero,
+            cost=zero,
+            asset_returns=jnp.zeros((self.n_assets,), dtype),
             reward=zero,
-            termination=jnp.bool_(False),
-            truncation=jnp.bool_(False),
-            info=info,
-            step_count=jnp.zeros((), jnp.int32),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
             key=key,
         )
 
@@ -398,7 +394,7 @@ class PortfolioEnv(HistoryEnv):
         """
         es: PortfolioState = state.env_state
         dtype = es.portfolio_value.dtype
-        p = cast_params(params_of(params, self.params), dtype)
+        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         n = self.n_assets
         t = state.step_count
         target = self.action_to_weights(action, dtype)
@@ -433,31 +429,60 @@ class PortfolioEnv(HistoryEnv):
             growth, equity=value, turnover=turnover, cost=cost, previous_equity=es.portfolio_value
         )
         reward, reward_state = p.reward(outcome, es.reward_state)
+        env_state = PortfolioState(
+            episode_key=es.episode_key,
+            market=market,
+            weights=weights,
+            portfolio_value=value,
+            reward_state=reward_state,
+        )
+        return self._state(
+            env_state,
+            p,
+            t=t_next,
+            turnover=turnover,
+            cost=cost,
+            asset_returns=asset_returns,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            key=state.key,
+        )
+
+    def _state(
+        self,
+        env_state: PortfolioState,
+        p: PortfolioParams,
+        *,
+        t: Array,
+        turnover: Array,
+        cost: Array,
+        asset_returns: Array,
+        reward: Array,
+        terminated: Array,
+        truncated: Array,
+        key: KeyArray,
+    ) -> State:
+        """The `State` for `env_state` after `t` steps; one builder for reset and step."""
         info = {
-            "portfolio_value": value,
-            "equity": value,
-            "weights": weights,
+            "portfolio_value": env_state.portfolio_value,
+            "equity": env_state.portfolio_value,
+            "weights": env_state.weights,
             "turnover": turnover,
             "cost": cost,
             "asset_returns": asset_returns,
-            "timestamp": self._timestamp(market, t_next),
+            "timestamp": self._timestamp(env_state.market, t),
             "dt": p.dt,
         }
         return State(
-            env_state=PortfolioState(
-                episode_key=es.episode_key,
-                market=market,
-                weights=weights,
-                portfolio_value=value,
-                reward_state=reward_state,
-            ),
-            observation=self._observation(market, weights),
+            env_state=env_state,
+            observation=self._observation(env_state.market, env_state.weights),
             reward=reward,
             termination=terminated,
             truncation=truncated,
             info=info,
-            step_count=t_next,
-            key=state.key,
+            step_count=t,
+            key=key,
         )
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -18,20 +18,24 @@ from jaxtyping import Array, Float, PyTree, UInt32
 from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete
-from ._common import HistoryEnv, cast_params, check_sources, unsupported_source
+from ._common import ParamsMethods, resolve_params
 from ._costs import CostModel, as_cost_model
+from ._history import HistoryEnv, check_sources, unsupported_source
 from ._market import Market, MarketState, float_dtype, load_prices, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
 from ._samplers import as_sampler
-from ._validation import finite_array, finite_number, int_at_least, params_of
+from ._validation import Bound, finite_array, finite_number, int_at_least
 
 __all__ = ["TradingEnv", "TradingParams", "TradingState"]
 
 
 @jax.tree_util.register_dataclass
-@dataclasses.dataclass
-class TradingParams:
+@dataclasses.dataclass(frozen=True)
+class TradingParams(ParamsMethods):
     """Numeric parameters of `TradingEnv` (every leaf float; the env casts them to its dtype).
+
+    Frozen: change fields with `replace` (`env.params.replace(sigma=0.5)`) or set them on
+    the env (`env.sigma = 0.5`, validated as the constructor does).
 
     Attributes:
         positions: `(k,)` target positions (fractions of equity) that actions index.
@@ -50,10 +54,6 @@ class TradingParams:
     capital: Any
     cost: CostModel
     reward: RewardFunction
-
-    def replace(self, **changes: Any) -> TradingParams:
-        """A copy with the given fields changed (`env.params.replace(sigma=0.5)`)."""
-        return dataclasses.replace(self, **changes)
 
 
 @jax.tree_util.register_dataclass
@@ -128,6 +128,14 @@ class TradingEnv(HistoryEnv):
     """
 
     _name = "TradingEnv"
+    attribute_params = ("mu", "sigma", "s0", "dt", "capital", "transaction_cost")
+    static_params: ClassVar[dict[str, str]] = {
+        "episode_length": "it sizes the price windows and the compiled program",
+        "lookback": "it sizes the observation",
+        "positions": "their number fixes the action space (change their values with "
+        "env.params.replace(positions=...))",
+    }
+    episode_equity_key = "equity"
 
     def __init__(
         self,
@@ -205,6 +213,16 @@ class TradingEnv(HistoryEnv):
         high = np.concatenate([np.full(lookback, np.inf), [pos_high]])
         self.observation_space = Box(low, high, (lookback + 1,), jnp.float32)
         self.action_space = Discrete(count)
+        self._built = True
+
+    def _set_param(self, name: str, value: Any) -> TradingParams:
+        if name == "transaction_cost":
+            cost = as_cost_model(value)
+            cost.check_assets(1)
+            object.__setattr__(self, "transaction_cost", value)
+            return self.params.replace(cost=cost)
+        bound: Bound = None if name == "mu" else (">=0" if name == "sigma" else ">0")
+        return self.params.replace(**{name: np.float64(finite_number(name, value, bound))})
 
     # -- read-only shape parameters ------------------------------------------------------------
     @property
@@ -255,7 +273,7 @@ class TradingEnv(HistoryEnv):
             The first `State` (reward 0, flags False, step_count 0).
         """
         dtype = float_dtype()
-        p = cast_params(params_of(params, self.params), dtype)
+        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         ek = rng.episode_key(key)
         market = self.market.reset(
             ek,
@@ -268,32 +286,24 @@ class TradingEnv(HistoryEnv):
             dtype=dtype,
         )
         zero = jnp.zeros((), dtype)
-        position = zero
-        equity = jnp.ones((), dtype)
-        info = {
-            "equity": equity,
-            "position": position,
-            "price": market.price[0],
-            "asset_return": zero,
-            "cost": zero,
-            "turnover": zero,
-            "timestamp": self._timestamp(market, jnp.zeros((), jnp.int32)),
-            "dt": p.dt,
-        }
-        return State(
-            env_state=TradingState(
-                episode_key=ek,
-                market=market,
-                position=position,
-                equity=equity,
-                reward_state=p.reward.init(dtype),
-            ),
-            observation=self._observation(market, position),
+        env_state = TradingState(
+            episode_key=ek,
+            market=market,
+            position=zero,
+            equity=jnp.ones((), dtype),
+            reward_state=p.reward.init(dtype),
+        )
+        return self._state(
+            env_state,
+            p,
+            t=jnp.zeros((), jnp.int32),
+            price=market.price[0],
+            asset_return=zero,
+            cost=zero,
+            turnover=zero,
             reward=zero,
-            termination=jnp.bool_(False),
-            truncation=jnp.bool_(False),
-            info=info,
-            step_count=jnp.zeros((), jnp.int32),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
             key=key,
         )
 
@@ -309,7 +319,7 @@ class TradingEnv(HistoryEnv):
             The next `State`.
         """
         dtype = state.env_state.equity.dtype
-        p = cast_params(params_of(params, self.params), dtype)
+        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         es: TradingState = state.env_state
         t = state.step_count
         target = p.positions[jnp.asarray(action)]
@@ -334,31 +344,62 @@ class TradingEnv(HistoryEnv):
         )
         reward, reward_state = p.reward(outcome, es.reward_state)
         truncated = ~terminated & (t_next >= self.episode_length)
+        env_state = TradingState(
+            episode_key=es.episode_key,
+            market=market,
+            position=position,
+            equity=equity,
+            reward_state=reward_state,
+        )
+        return self._state(
+            env_state,
+            p,
+            t=t_next,
+            price=after[0],
+            asset_return=asset_return,
+            cost=cost,
+            turnover=turnover,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            key=state.key,
+        )
+
+    def _state(
+        self,
+        env_state: TradingState,
+        p: TradingParams,
+        *,
+        t: Array,
+        price: Array,
+        asset_return: Array,
+        cost: Array,
+        turnover: Array,
+        reward: Array,
+        terminated: Array,
+        truncated: Array,
+        key: KeyArray,
+    ) -> State:
+        """The `State` for `env_state` after `t` steps; one builder for reset and step."""
         info = {
-            "equity": equity,
-            "position": position,
-            "price": after[0],
+            "equity": env_state.equity,
+            "position": env_state.position,
+            "price": price,
             "asset_return": asset_return,
             "cost": cost,
             "turnover": turnover,
-            "timestamp": self._timestamp(market, t_next),
+            "timestamp": self._timestamp(env_state.market, t),
             "dt": p.dt,
         }
         return State(
-            env_state=TradingState(
-                episode_key=es.episode_key,
-                market=market,
-                position=position,
-                equity=equity,
-                reward_state=reward_state,
-            ),
-            observation=self._observation(market, position),
+            env_state=env_state,
+            observation=self._observation(env_state.market, env_state.position),
             reward=reward,
             termination=terminated,
             truncation=truncated,
             info=info,
-            step_count=t_next,
-            key=state.key,
+            step_count=t,
+            key=key,
         )
 
     def __repr__(self) -> str:

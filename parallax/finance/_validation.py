@@ -4,6 +4,8 @@
 - `finite_array(name, value, bound=None)`: a float64 array of finite numbers, likewise.
 - `int_at_least(name, value, minimum)`: an int `>= minimum`.
 - `params_of(params, default, cls=None)`: a call's `params=` checked to be the env's params class.
+- `check_correlation(corr, n)`: sekai's checks of a correlation matrix, and its Cholesky factor.
+- `per_asset(name, value, n)`: a scalar or per-asset value as an `(n,)` array.
 """
 
 from __future__ import annotations
@@ -83,3 +85,30 @@ def params_of(params: Any, default: Any, cls: type | None = None) -> Any:
             f"env.params.replace({example})"
         )
     return params
+
+
+def check_correlation(corr: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """sekai's checks of a correlation matrix; returns it and its lower Cholesky factor."""
+    arr = np.asarray(corr, dtype=np.float64)
+    if arr.shape != (n, n):
+        raise ValueError(f"corr must have shape ({n}, {n}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("corr must be finite")
+    if not np.allclose(arr, arr.T, rtol=0.0, atol=1e-8):
+        raise ValueError("corr must be symmetric")
+    if not np.allclose(np.diag(arr), 1.0, rtol=0.0, atol=1e-8):
+        raise ValueError("corr must have a unit diagonal")
+    try:
+        chol = np.linalg.cholesky(arr)
+    except np.linalg.LinAlgError:
+        raise ValueError("corr must be positive definite") from None
+    return arr, chol
+
+
+def per_asset(name: str, value: np.ndarray, n: int) -> np.ndarray:
+    """`value` (a scalar, or `(1,)` or `(n,)`) as a float64 `(n,)` per-asset array."""
+    if not (value.ndim == 0 or (value.ndim == 1 and value.shape[0] in (1, n))):
+        raise ValueError(
+            f"{name} must be a scalar or an array of length {n}, got shape {value.shape}"
+        )
+    return np.array(np.broadcast_to(value, (n,)), dtype=np.float64)
