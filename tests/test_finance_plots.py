@@ -97,6 +97,10 @@ def test_render_returns_an_rgb_image_that_depends_on_the_episode(episodes):
     assert image.min() < 100 < image.max()  # something is drawn on the white background
     assert not np.array_equal(image, render_episode(env, other, figsize=(4, 3), dpi=40))
     assert np.array_equal(image, render_episode(env, states, figsize=(4, 3), dpi=40))
+    # the env's own `render` is the same picture, also through a wrapper stack
+    assert np.array_equal(image, env.render(states, figsize=(4, 3), dpi=40))
+    wrapped = parallax.TimeLimit(env, max_steps=STEPS)
+    assert np.array_equal(image, wrapped.render(states, figsize=(4, 3), dpi=40))
 
 
 def test_episode_is_cut_after_it_ends_and_batches_need_an_index():
