@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: test demo install lint typecheck pytest docs bench dist clean
+.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,16 @@ pytest: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site
 
-test: lint typecheck pytest docs
+# `make test` prints its total wall time at the end, also when a step fails (issue 20: keep
+# it under 20 minutes on an idle 2-core machine)
+test:
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory test-steps || status=$$?; \
+	elapsed=$$(( $$(date +%s) - start )); \
+	echo "make test: $$( [ $$status -eq 0 ] && echo passed || echo FAILED ) in $$((elapsed / 60)) min $$((elapsed % 60)) s ($$elapsed s wall time)"; \
+	exit $$status
+
+test-steps: lint typecheck pytest docs
 
 demo: $(STAMP)
 	$(BIN)/python -m parallax._demo

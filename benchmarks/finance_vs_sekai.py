@@ -4,7 +4,7 @@ For each env id and batch size N, in the same run on the same machine:
 
 - parallax: `parallax.make_vec(id, N, **kwargs)` (auto-reset on, same-step), uniform random
   actions drawn with `parallax.rng` inside a jitted `lax.scan` of `--steps` steps (each
-  step's action drawn one iteration ahead and carried: `parallax._bench.action_scan`), timed
+  step's action drawn one iteration ahead and carried: `parallax.action_scan`), timed
   after a warm-up call that compiles it. Episodes are short (`ENV_KWARGS` in `_common.py`),
   so many end inside the run.
 - sekai native: `sekai.make_vec(id, N, vectorization_mode="native", **kwargs)`, random actions

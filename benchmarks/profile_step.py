@@ -1,7 +1,7 @@
 """Where a batched env step spends its time: kernels per step and the most expensive ones.
 
 For each env id, two rollouts of `--steps` steps at `--num-envs` envs, both with random
-actions drawn one step ahead (`parallax._bench.action_scan`, as `parallax bench` times them):
+actions drawn one step ahead (`parallax.action_scan`, as `parallax bench` times them):
 
 - `full`: `parallax.make_vec(id, N, ...)`, the auto-resetting stack
   (`VmapWrapper(AutoResetWrapper(env))`);

@@ -13,7 +13,7 @@ For each finance env at batch size N (auto-reset on, as `parallax.make_vec` buil
    fused multiply-adds on a cache-resident array), transcendental throughput (a jitted chain
    of `exp`), dense matmul throughput (for reference), and the fixed cost of one iteration
    of a `lax.scan` (the per-step launch/loop overhead a rollout pays whatever N is);
-3. the measured env steps/s of a jitted `lax.scan` rollout (`parallax._bench.benchmark`);
+3. the measured env steps/s of a jitted `lax.scan` rollout (`parallax.bench.benchmark`);
 4. the fixed cost of one step of the env's program, whatever N: the time per scan
    iteration with N = 1 (kernel launches, the loop, the reset conditional);
 5. the roofline: `min(bandwidth / bytes, flops_peak / flops, exp_rate / transcendentals,
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import json
 import os
 import re
@@ -162,7 +163,7 @@ def hlo_inventory(compiled: Any) -> dict[str, Any]:
 def analyse_env(env_id: str, num_envs: int, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Per-env-step work of `env_id` at batch size `num_envs` (see the module docstring)."""
     import parallax
-    from parallax._bench import _tree_bytes, random_actions
+    from parallax.bench import random_actions, tree_bytes
     from parallax.rng import episode_key
 
     vec = parallax.make_vec(env_id, num_envs, **kwargs)
@@ -180,9 +181,9 @@ def analyse_env(env_id: str, num_envs: int, kwargs: dict[str, Any]) -> dict[str,
     for name, compiled in (("full", full), ("bare", bare), ("reset", reset)):
         per_env.update({f"{name}_{k}": v / num_envs for k, v in _cost(compiled).items()})
     return {
-        "state_bytes_per_env": _tree_bytes(state) / num_envs,
-        "bare_state_bytes_per_env": _tree_bytes(bare_state) / num_envs,
-        "action_bytes_per_env": _tree_bytes(action) / num_envs,
+        "state_bytes_per_env": tree_bytes(state) / num_envs,
+        "bare_state_bytes_per_env": tree_bytes(bare_state) / num_envs,
+        "action_bytes_per_env": tree_bytes(action) / num_envs,
         **per_env,
         "hlo_full_step": hlo_inventory(full),
         "hlo_bare_step": hlo_inventory(bare),
@@ -251,8 +252,11 @@ def autoreset_probes(
     import statistics
 
     import parallax
-    from parallax import VmapAutoResetWrapper, action_scan, random_actions, rng
-    from parallax._wrappers import autoreset
+    from parallax import VmapAutoResetWrapper, action_scan, next_episode_key, random_actions, rng
+
+    # the probe below swaps the key derivation for the identity where the auto-reset looks
+    # it up: the module that defines the public `parallax.next_episode_key`
+    autoreset = importlib.import_module(next_episode_key.__module__)
 
     env = parallax.make(env_id, **kwargs)
     ek = rng.episode_key(jax.random.key(1))

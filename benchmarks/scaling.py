@@ -1,6 +1,6 @@
 """Scaling of the finance envs with the batch size N: steps/s, compile time and memory.
 
-For each finance env and each N (ascending), one `parallax._bench.benchmark` call with
+For each finance env and each N (ascending), one `parallax.bench.benchmark` call with
 `compare="sekai"`: our jitted `lax.scan` rollout of `make_vec(id, N)` (auto-reset on, short
 episodes so resets happen) and sekai 0.2.0's native vector env, interleaved repeat by
 repeat. Recorded per point: env steps/s of both (median of repeats), the ratio, the compile

@@ -1,8 +1,9 @@
-"""The `parallax` command: `list`, `check`, `bench`.
+"""The `parallax` command: `list`, `check`, `bench`, `new`, `replay`.
 
 Each subcommand lives in its own module and is imported only when used:
 `parallax list` (here), `parallax check` (`parallax.testing._cli`), `parallax bench`
-(`parallax._bench`). `check` and `bench` get every argument after their name and parse
+(`parallax._bench`), `parallax new` (`parallax._scaffold`), `parallax replay`
+(`parallax.testing._replay_cli`). Those four get every argument after their name and parse
 them with their own parsers; `parallax --version` and `parallax list` import no jax.
 """
 
@@ -21,6 +22,15 @@ _FORWARDED = {
         "parallax.testing._cli",
         "run the validation battery on an env id or module:factory (see `parallax check -h`)",
     ),
+    "new": (
+        "parallax._scaffold",
+        "write the skeleton of an env project: spec, reference, JAX env, battery tests "
+        "(see `parallax new -h`)",
+    ),
+    "replay": (
+        "parallax.testing._replay_cli",
+        "re-run a trajectory file and show the first difference (see `parallax replay -h`)",
+    ),
     "bench": (
         "parallax._bench",
         "time a jitted lax.scan rollout, optionally against a competitor (see `parallax bench -h`)",
@@ -31,6 +41,9 @@ _EPILOG = """examples:
   parallax list                      every id (adapter ids of the installed libraries too)
   parallax list --spaces             ... and each env's observation and action spaces
   parallax check GridWorld-v0        the validation battery, in float32 and float64
+  parallax new myenv                 a project skeleton that passes the battery as written
+  parallax check myenv               ... its battery, throughput -> myenv/validation_report.json
+  parallax replay FILE.npz           re-run a failing check's trajectory, first difference shown
   parallax bench GridWorld-v0 --num-envs 1024 --compare sekai
 """
 

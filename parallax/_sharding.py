@@ -66,9 +66,11 @@ def shard_batch(tree: PyTree, mesh: Mesh | None = None, axis_name: str = "batch"
     """Put every leaf of `tree` on `mesh`, split along its leading (batch) axis.
 
     For a vector env's state: every leaf leads with `num_envs`, which must be divisible by
-    the number of devices on the axis. In a multi-host run build global arrays with
-    `jax.make_array_from_process_local_data` instead (or let `shard_rollout` reset the env
-    on the mesh, which needs no host data).
+    the number of devices on the axis. In a multi-host run (a mesh over the devices of
+    several processes) every process passes the same whole batch and keeps only its own
+    rows; nothing is sent between processes. When each process holds only its own rows,
+    build the global arrays with `jax.make_array_from_process_local_data` instead (or let
+    `shard_rollout` reset the env on the mesh, which needs no host data).
 
     Example:
         >>> import jax, parallax
@@ -79,7 +81,26 @@ def shard_batch(tree: PyTree, mesh: Mesh | None = None, axis_name: str = "batch"
     """
     mesh = batch_mesh(axis_name=axis_name) if mesh is None else mesh
     _axis(mesh, axis_name)
-    return jax.device_put(tree, NamedSharding(mesh, P(axis_name)))
+    sharding = NamedSharding(mesh, P(axis_name))
+    if sharding.is_fully_addressable:
+        return jax.device_put(tree, sharding)
+    return jax.tree.map(lambda leaf: _global_from_host(leaf, sharding), tree)
+
+
+def _global_from_host(leaf: Any, sharding: NamedSharding) -> Any:
+    """A global array from a value every process holds whole (multi-process meshes).
+
+    `jax.device_put` would compare the value across processes first (a collective, and one
+    that reports NaN fields, common in env states, as a mismatch); every process builds its
+    own shards from its copy instead.
+    """
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+        return jax.device_put(leaf, sharding)  # already global: reshard
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        data = _global_from_host(jax.random.key_data(leaf), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 @functools.lru_cache(maxsize=64)

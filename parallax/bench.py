@@ -6,8 +6,14 @@
 - `format_table(results)`: the table the command prints;
 - `plot_scaling(results, path)`: the steps/s-vs-`num_envs` plot of `parallax bench ID
   --scaling`;
+- `tree_bytes(tree)`: the bytes a pytree of arrays holds (the result's `state_bytes`);
 - `random_actions`, `action_scan`: the random actions and the rollout loop it times (also
   exported by `parallax` itself).
+
+`compare=` (`parallax bench ID --compare sekai|gymnax|parallax-rl`) measures a competitor
+in the same run; its runners are developer tools in `benchmarks/competitors.py` of a source
+checkout, not in the installed package, and without one `compare=` raises an `ImportError`
+that says how to run the comparison.
 
 Example:
     >>> from parallax.bench import benchmark
@@ -18,8 +24,16 @@ Example:
 
 from ._actions import action_scan as action_scan
 from ._actions import random_actions as random_actions
-from ._bench import benchmark as benchmark
-from ._bench import format_table as format_table
-from ._bench import plot_scaling as plot_scaling
+from ._bench_report import format_table as format_table
+from ._bench_report import plot_scaling as plot_scaling
+from ._bench_timing import benchmark as benchmark
+from ._bench_timing import tree_bytes as tree_bytes
 
-__all__ = ["action_scan", "benchmark", "format_table", "plot_scaling", "random_actions"]
+__all__ = [
+    "action_scan",
+    "benchmark",
+    "format_table",
+    "plot_scaling",
+    "random_actions",
+    "tree_bytes",
+]

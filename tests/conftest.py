@@ -8,7 +8,8 @@
 - strict dtype promotion and `rank_promotion="raise"` for every test, except tests marked
   `standard_promotion` (verbatim documentation examples written for JAX's defaults);
 - warnings are errors (pyproject's `filterwarnings`, with narrow third-party exceptions);
-- the `x64` fixture runs a test with `jax_enable_x64` on and off.
+- the `x64` fixture runs a test with `jax_enable_x64` on and off;
+- the persistent compilation cache stores every program (see below).
 """
 
 from __future__ import annotations
@@ -37,6 +38,18 @@ import pytest
 
 jax.config.update("jax_platforms", "cpu")
 
+# The persistent compilation cache keeps every compiled program, not only those that took
+# JAX's default 1 s to compile: most of the suite's programs are small, and a re-run (or
+# another test compiling the same program) then loads them from disk. `make test` sets
+# $JAX_COMPILATION_CACHE_DIR; a bare `pytest` uses the same folder. JAX's own environment
+# variables still win (e.g. JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=1 for JAX's default).
+if not jax.config.jax_compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir", str(_PACKAGE.parent / ".jax_cache"))
+if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+if "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES" not in os.environ:
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
 
 @pytest.fixture(autouse=True)
 def _strict_jax(request: pytest.FixtureRequest):
@@ -52,3 +65,13 @@ def x64(request: pytest.FixtureRequest):
     """Run the test with `jax_enable_x64` off and on; yields the flag."""
     with jax.enable_x64(request.param):
         yield request.param
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Two xdist workers can write and read the same cache entry at once (JAX writes the file
+    # in place). A torn read is a cache miss: JAX warns and compiles, which is not a failure.
+    for verb in ("reading", "writing"):
+        config.addinivalue_line(
+            "filterwarnings",
+            f"ignore:Error {verb} persistent compilation cache entry:UserWarning",
+        )

@@ -12,6 +12,7 @@ import pathlib
 import runpy
 import warnings
 
+import chex
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -132,14 +133,24 @@ def test_seeds_give_the_parallax_episode_and_are_reproducible(x64):
         env.reset(seed=-1)
 
 
+def _traced_at_most_once(env):
+    """`env` whose `reset` and `step` raise (chex) when they are traced a second time."""
+    env.reset = chex.assert_max_traces(env.reset, n=1)
+    env.step = chex.assert_max_traces(env.step, n=1)
+    return env
+
+
 def test_reset_and_step_are_compiled_once():
-    env = GymnasiumEnv(TimeLimit(GridWorld(), max_steps=5))
+    env = GymnasiumEnv(_traced_at_most_once(TimeLimit(GridWorld(), max_steps=5)))
+    chex.clear_trace_counter()  # the constructor's shape probe (eval_shape) is not a call
     env.reset(seed=0)
-    for action in (0, np.int64(1), np.array(2), 3, np.int32(0)):
+    ends = 0
+    for action in (0, np.int64(1), np.array(2), 3, np.int32(0), 1, 1, 1, 1, 1):
         _, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
+            ends += 1
             env.reset()
-    assert env._step_fn._cache_size() == 1 and env._reset_fn._cache_size() == 1
+    assert ends >= 1  # the reset after an episode end reused the compiled reset too
 
 
 def test_usage_errors():
@@ -322,7 +333,8 @@ def test_continuous_actions_convert_to_the_box_dtype_and_are_bounds_checked():
         def step(self, state, action):
             return self.env.step(state, (action[0] > 0).astype(jnp.int32))
 
-    env = GymnasiumEnv(TimeLimit(Push(GridWorld()), 5))
+    env = GymnasiumEnv(_traced_at_most_once(TimeLimit(Push(GridWorld()), 5)))
+    chex.clear_trace_counter()  # the constructor's shape probe (eval_shape) is not a call
     env.reset(seed=0)
     env.step(np.array([0.5, -0.5]))  # float64 in range: converted to float32
     env.step(np.array([1, 0]))
@@ -331,7 +343,7 @@ def test_continuous_actions_convert_to_the_box_dtype_and_are_bounds_checked():
             ValueError, match=r"is not in the action space Box\(-1.0, 1.0, \(2,\), float32\)"
         ):
             env.step(bad)
-    assert env._step_fn._cache_size() == 1
+    env.step(np.array([-1.0, 1.0], np.float32))  # still the one compiled step: no retrace
 
 
 def test_each_step_is_one_jitted_call_and_one_transfer():

@@ -16,6 +16,7 @@ import logging
 import re
 import sys
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -96,11 +97,8 @@ def _compare_with_playground(adapter):
     )
     np.testing.assert_array_equal(done[valid], ref_done[valid])
     np.testing.assert_array_equal(np.asarray(states.truncation)[valid], ref_truncation[valid])
-    assert set(states.info["metrics"]) == set(refs.metrics)
-    for name, value in refs.metrics.items():
-        np.testing.assert_array_equal(
-            np.asarray(states.info["metrics"][name])[valid], np.asarray(value)[valid]
-        )
+    up_to_done = lambda tree: jax.tree.map(lambda x: np.asarray(x)[valid], tree)  # noqa: E731
+    chex.assert_trees_all_equal(up_to_done(states.info["metrics"]), up_to_done(dict(refs.metrics)))
     # the contract: stable tree, fixed dtypes, step_count counts agent steps
     sig = lambda t: jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), t)  # noqa: E731
     assert sig(jax.tree.map(lambda x: x[0], states)) == sig(first)

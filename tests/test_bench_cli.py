@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallax import _cli, random_actions, rng, spaces
+from parallax import _bench_timing, _cli, random_actions, rng, spaces
 from parallax._bench import main
-from parallax.bench import benchmark, format_table
+from parallax.bench import benchmark, format_table, tree_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 KEYS = {
     "env",
@@ -120,6 +124,53 @@ def test_compare_sekai_on_a_finance_env(capsys):
     assert r["ratio"] == pytest.approx(statistics.median(t / o for o, t in pairs))
     # episodes of 5 steps end inside the 16 timed steps, on both sides
     assert r["episodes_ended"] > 0 and r["competitor_episodes_ended"] > 0
+
+
+def test_the_competitors_come_from_the_checkouts_benchmarks_folder():
+    module = _bench_timing.load_competitors("sekai")
+    assert Path(module.__file__) == ROOT / "benchmarks" / "competitors.py"
+    assert set(module.NAMES) == set(_bench_timing.COMPETITORS)
+    assert _bench_timing.load_competitors("gymnax") is module  # loaded once
+    import parallax
+
+    # the package itself holds no competitor: no sekai, no subprocess, no code in strings
+    package = Path(parallax.__file__).parent
+    for path in package.rglob("_bench*.py"):
+        text = path.read_text()
+        assert "import sekai" not in text and "subprocess" not in text, path
+
+
+def test_compare_without_a_checkout_says_how_to_run_it(capsys, monkeypatch):
+    # as from an installed wheel: no benchmarks/ next to the package nor in the cwd
+    monkeypatch.setattr(_bench_timing, "_checkout_roots", lambda: [])
+    monkeypatch.delitem(sys.modules, "benchmarks.competitors", raising=False)
+    argv = ["GridWorld-v0", "--compare", "sekai", "--num-envs", "2", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "parallax bench: error: --compare sekai needs the competitors' runners" in err
+    assert "benchmarks/" in err and "git clone https://" in err and "pip install -e" in err
+    with pytest.raises(ImportError, match="--compare gymnax"):
+        benchmark("GridWorld-v0", 2, compare="gymnax", progress=False)
+
+
+def test_checkout_roots_are_folders_with_a_pyproject(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not a checkout: only the one this package comes from
+    assert _bench_timing._checkout_roots() == [ROOT]
+    (tmp_path / "pyproject.toml").write_text("")
+    assert _bench_timing._checkout_roots() == [ROOT, tmp_path]
+
+
+def test_tree_bytes_counts_every_array_and_key_data(x64):
+    tree = {
+        "a": jnp.zeros((4, 3), jnp.float32),
+        "b": (jnp.int32(1), np.zeros(5, np.float64)),
+        "keys": jax.random.split(jax.random.key(0), 6),
+        "none": None,
+    }
+    key_bytes = jax.random.key_data(tree["keys"]).nbytes
+    assert key_bytes > 0
+    assert tree_bytes(tree) == 4 * 3 * 4 + 4 + 5 * 8 + key_bytes
+    assert tree_bytes({}) == 0
 
 
 def test_a_bad_id_or_competitor_exits_with_status_2(capsys):
@@ -269,3 +320,15 @@ def test_plot_without_scaling_and_a_missing_folder_are_refused(tmp_path, capsys)
         main(["GridWorld-v0", "--scaling", "--plot", str(tmp_path / "nope" / "s.png")])
     assert exit_info.value.code == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["parallax.bench", "parallax._bench", "parallax._bench_timing", "parallax._bench_report"],
+)
+def test_docstring_examples_run(module, capsys):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, (result, capsys.readouterr().out)

@@ -86,3 +86,46 @@ def test_exports_overhead_runs_every_export_against_the_bare_env() -> None:
     first, run = exports.build("gymnax", "OptimalExecution-v0", 4, 6)
     states = run(first, jax.random.key(0))[0]
     assert int(states.parallax_state.step_count.max()) > 0
+
+
+def test_competitors_refuse_what_they_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    competitors = load("competitors")
+    common = {"autoreset": True, "max_episode_steps": None, "seed": 0, "env_kwargs": {}}
+    with pytest.raises(ValueError, match="name must be one of"):
+        competitors.make_runner("gym", "GridWorld-v0", 2, 4, sample=None, **common)
+    for name in ("gymnax", "parallax-rl"):
+        with pytest.raises(ValueError, match="'gymnax/NAME' id, got 'GridWorld-v0'"):
+            competitors.make_runner(
+                name, "GridWorld-v0", 2, 4, sample=None, parallax_rl_python="x", **common
+            )
+    monkeypatch.delenv("PARALLAX_RL_PYTHON", raising=False)
+    with pytest.raises(ValueError, match="--parallax-rl-python PATH"):
+        competitors.make_runner("parallax-rl", "gymnax/CartPole-v1", 2, 4, sample=None, **common)
+
+
+def test_the_parallax_rl_worker_reports_a_failure_to_the_runner() -> None:
+    # Our own interpreter is not a parallax-rl 0.4.0 venv: the worker file starts (isolated,
+    # by path) and fails on a 0.4.0-only module, and the runner says so.
+    competitors = load("competitors")
+    runner = competitors.make_runner(
+        "parallax-rl",
+        "gymnax/CartPole-v1",
+        2,
+        4,
+        autoreset=True,
+        max_episode_steps=None,
+        seed=0,
+        env_kwargs={},
+        sample=None,
+        parallax_rl_python=sys.executable,
+    )
+    assert runner.cfg["name"] == "CartPole-v1" and runner.cfg["max_episode_steps"] == 500
+    try:
+        with pytest.raises(
+            RuntimeError,
+            match=r"parallax-rl worker .* stopped: .*No module named 'parallax\.(adapters|wrappers)",
+        ):
+            runner.prepare()
+    finally:
+        runner.close()
+    assert runner.worker is None

@@ -255,3 +255,33 @@ def test_the_commands_name_parallax_list_for_an_unknown_id(command, capsys):
     assert main([command, "GridWrld-v0", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'GridWorld-v0'" in err and "run `parallax list`" in err
+
+
+# -- parallax new / replay -----------------------------------------------------------------
+def test_help_lists_new_and_replay(capsys):
+    assert _exit_code(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "new" in out and "replay" in out and "parallax new myenv" in out
+    assert _exit_code(["new", "--help"]) == 0
+    assert "(default: .)" in " ".join(capsys.readouterr().out.split())
+    assert _exit_code(["replay", "--help"]) == 0
+    assert "a .npz trajectory file" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv", [["new", "walk", "--bogus"], ["replay", "file.npz", "--bogus"], ["new"]]
+)
+def test_new_and_replay_usage_errors(argv, capsys):
+    assert _exit_code(argv) == 2
+    assert "usage: parallax" in capsys.readouterr().err
+
+
+def test_parallax_new_imports_no_jax(tmp_path):
+    done = _python(
+        "import sys\nfrom parallax._cli import main\n"
+        f"assert main(['new', 'walk', '--dir', {str(tmp_path)!r}]) == 0\n"
+        "print(sorted(m for m in ('jax', 'numpy') if m in sys.modules))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "walk" / "env.py").is_file()

@@ -84,6 +84,22 @@ def test_the_wheel_holds_the_package_and_nothing_else(built):
     assert expected <= set(names), sorted(expected - set(names))
 
 
+def test_the_wheel_holds_no_benchmark_code(built):
+    # the competitors' runners (sekai, raw gymnax, parallax-rl 0.4.0) are developer tools in
+    # benchmarks/, not in the package: no benchmark file, and no competitor code in a module
+    wheel = zipfile.ZipFile(built["wheel"])
+    names = wheel.namelist()
+    assert not [n for n in names if "benchmarks/" in n or "competitors" in n], names
+    benchmark_files = {p.name: p.read_bytes() for p in (ROOT / "benchmarks").glob("*.py")}
+    assert {"competitors.py", "parallax_rl_worker.py"} <= set(benchmark_files)
+    for name in names:
+        if name.endswith(".py"):
+            assert wheel.read(name) not in benchmark_files.values(), name  # no copied script
+            text = wheel.read(name).decode()
+            for marker in ("SekaiRunner", "GymnaxRunner", "ParallaxRLRunner", "parallax_rl_worker"):
+                assert marker not in text, (name, marker)
+
+
 def test_the_installed_wheel_imports_every_subpackage(fresh):
     code = (
         "import importlib, parallax; "
@@ -105,3 +121,15 @@ def test_the_installed_console_script_lists_and_reports_its_version(fresh):
     version = _run(fresh, parallax, "--version")
     assert version.returncode == 0, version.stderr
     assert "0." in version.stdout
+
+
+def test_the_installed_bench_runs_and_says_how_to_compare(fresh):
+    parallax = str(fresh / "venv" / "bin" / "parallax")
+    argv = ["bench", "GridWorld-v0", "--num-envs", "2", "--steps", "2", "--repeats", "1"]
+    plain = _run(fresh, parallax, *argv, "--no-progress", "--json")
+    assert plain.returncode == 0, plain.stderr
+    assert '"env": "GridWorld-v0"' in plain.stdout
+    compared = _run(fresh, parallax, *argv, "--compare", "sekai", "--no-progress")
+    assert compared.returncode == 2, compared.stdout + compared.stderr
+    assert "--compare sekai needs the competitors' runners" in compared.stderr
+    assert "git clone" in compared.stderr and "benchmarks/" in compared.stderr

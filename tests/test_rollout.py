@@ -3,6 +3,7 @@ observations, for single and vector envs, with and without auto-reset, inside `j
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -102,8 +103,7 @@ def test_rollout_resets_with_the_key_and_is_reproducible():
 
     run = jax.jit(lambda key: rollout(env, policy, key, 6)[1])
     a, b, c = run(jax.random.key(3)), run(jax.random.key(3)), run(jax.random.key(4))
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    chex.assert_trees_all_equal(a, b, strict=True)
     assert not bool(jnp.all(a.action == c.action))
 
 

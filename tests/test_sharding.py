@@ -3,8 +3,8 @@ unsharded rollout (XLA_FLAGS=--xla_force_host_platform_device_count=4, set in co
 
 from __future__ import annotations
 
+import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
@@ -26,15 +26,6 @@ def _policy(key, state):
     return jax.random.randint(key, (NUM_ENVS,), 0, 4)
 
 
-def _assert_trees_equal(a, b):
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(la, lb):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
 def test_four_fake_devices_are_visible():
     assert len(jax.devices()) == 4, "conftest sets XLA_FLAGS for 4 fake CPU devices"
 
@@ -44,8 +35,8 @@ def test_sharded_rollout_equals_unsharded(x64):
     key = jax.random.key(0)
     state, traj = shard_rollout(env, _policy, key, 10)
     ref_state, ref_traj = jax.jit(rollout, static_argnums=(0, 1, 3))(env, _policy, key, 10)
-    _assert_trees_equal(traj, ref_traj)
-    _assert_trees_equal(state, ref_state)
+    chex.assert_trees_all_equal(traj, ref_traj, strict=True)
+    chex.assert_trees_all_equal(state, ref_state, strict=True)
     assert traj.reward.sharding.spec == P(None, "batch")
     assert state.observation.sharding.spec == P("batch")
     assert len(traj.reward.sharding.device_set) == 4
@@ -54,8 +45,8 @@ def test_sharded_rollout_equals_unsharded(x64):
     # continue from the sharded state: still equal
     state2, traj2 = shard_rollout(env, _policy, jax.random.key(1), 5, state=state)
     ref2_state, ref2 = rollout(env, _policy, jax.random.key(1), 5, state=ref_state)
-    _assert_trees_equal(traj2, ref2)
-    _assert_trees_equal(state2, ref2_state)
+    chex.assert_trees_all_equal(traj2, ref2, strict=True)
+    chex.assert_trees_all_equal(state2, ref2_state, strict=True)
 
 
 def test_sharded_rollout_with_shared_statistics_and_inside_jit():

@@ -14,6 +14,8 @@ MODULES = [
     "parallax.testing._contract",
     "parallax.testing._batch",
     "parallax.testing._marl",
+    "parallax.testing._scripted",
+    "parallax.finance._invariants",
 ]
 
 

@@ -9,9 +9,10 @@ import jax.numpy as jnp
 
 from .._wrappers.base import check_positive_int
 from .._wrappers.vmap import VmapWrapper
-from ._contract import check_interface, compare_rollouts, validate_common
+from ._compare import compare_rollouts
 from ._report import CheckReport
 from ._rollout import Driver, EnvKind, Policy, as_typed_key, inspect_env, make_policy
+from ._session import check_interface, validate_common
 from ._tolerance import EXACT, Tolerance
 
 __all__ = ["check_batch_independence"]

@@ -19,11 +19,17 @@ import jax
 
 from .._wrappers.base import check_positive_int
 from ._batch import check_batch_independence
-from ._contract import EnvSession
+from ._contract import run_group
 from ._errors import CheckError
+from ._invariants import invariant_sweep, invariants_of
 from ._marl import check_marl_env
 from ._reference import check_matches_reference
 from ._report import CheckReport
+from ._rules_actions import boundary_actions
+from ._rules_autoreset import auto_reset
+from ._rules_spaces import has_structured_space, structured_spaces
+from ._scripted import run_scripted_policies, scripted_policies_of
+from ._session import EnvSession
 from ._tolerance import TRANSFORM_TOLERANCE
 
 __all__ = ["BATTERY_CHECKS", "Battery", "CheckSkipped", "Outcome", "run_battery"]
@@ -37,6 +43,12 @@ BATTERY_CHECKS = (
     "batch_independence",
     "matches_reference",
     "marl_rules",
+    "invariant_sweep",
+    "boundary_actions",
+    "auto_reset",
+    "scripted_policies",
+    "structured_spaces",
+    "training_parity",
 )
 """The named checks; the pytest battery has one `test_<name>` per entry."""
 
@@ -56,6 +68,12 @@ _OPTIONS = (
     "marl_num_steps",
     "require_inactive",
     "check_active_used",
+    "invariants",
+    "invariant_envs",
+    "invariant_steps",
+    "scripted_policies",
+    "scripted_keys",
+    "autoreset_max_steps",
 )
 
 
@@ -106,7 +124,13 @@ class Battery:
         options: keyword options: `key`, `policy`, `autoreset`, `num_keys`, `disable_jit`,
             `deterministic`, `tolerance` (of the eager-versus-transform comparisons) as in
             `check_env`; `marl_num_steps` (default `num_steps`),
-            `require_inactive`, `check_active_used` for `check_marl_env`.
+            `require_inactive`, `check_active_used` for `check_marl_env`;
+            `invariants` (a mapping name -> `fn(state) -> bool array`, overriding the
+            env's own `invariants`), `invariant_envs` (32) and `invariant_steps`
+            (`4 * num_steps`) for `invariant_sweep`; `scripted_policies` (a mapping name ->
+            `ScriptedPolicy`, overriding the env's own) and `scripted_keys` (4) for
+            `scripted_policies`; `autoreset_max_steps` (3), the `TimeLimit` the
+            `auto_reset` check puts under the auto-reset.
         reference_options: keyword options of `check_matches_reference` (e.g.
             `tolerance`, `num_episodes`, `record`, `actions`).
     """
@@ -157,7 +181,8 @@ class Battery:
         if name in _GROUP:
             session = self.session()
             report = CheckReport(f"check_env/{_GROUP[name]}")
-            session.run(
+            run_group(
+                session,
                 _GROUP[name],
                 report,
                 tolerance=opts.get("tolerance", TRANSFORM_TOLERANCE),
@@ -206,7 +231,88 @@ class Battery:
                     if k in opts
                 },
             )
+        if name == "invariant_sweep":
+            session = self.session()
+            invariants = invariants_of(self.env(), opts.get("invariants"))
+            if invariants is None:
+                raise CheckSkipped(
+                    "no invariants declared: give the env an `invariants` attribute (a mapping "
+                    "name -> fn(state) -> bool array) or pass the `invariants` option"
+                )
+            return invariant_sweep(
+                session.kind,
+                session.driver,
+                invariants,
+                session.k_other,
+                num_envs=self._positive(opts, "invariant_envs", 32),
+                num_steps=self._positive(opts, "invariant_steps", 4 * self.num_steps),
+            )
+        if name == "boundary_actions":
+            session = self.session()
+            report = CheckReport("boundary_actions")
+            boundary_actions(self.env(), session.kind, session.eager(), report)
+            return report
+        if name == "auto_reset":
+            session = self.session()
+            return auto_reset(
+                self.env(),
+                session.kind,
+                session.user_policy,
+                session.k_other,
+                num_envs=self.batch_size if not session.kind.vector else 1,
+                num_steps=self.num_steps,
+                max_steps=self._positive(opts, "autoreset_max_steps", 3),
+            )
+        if name == "scripted_policies":
+            scripted = scripted_policies_of(self.env(), opts.get("scripted_policies"))
+            if scripted is None:
+                raise CheckSkipped(
+                    "no scripted policies declared: give the env a `scripted_policies` "
+                    "attribute (a mapping name -> ScriptedPolicy) or pass the "
+                    "`scripted_policies` option"
+                )
+            if self.session().kind.vector:
+                raise CheckSkipped(
+                    "scripted policies run on one unbatched instance; the env is a vector env"
+                )
+            return run_scripted_policies(
+                self.env(),
+                scripted,
+                self.session().k_other,
+                num_keys=self._positive(opts, "scripted_keys", 4),
+            )
+        if name == "structured_spaces":
+            env = self.env()
+            if not has_structured_space(env):
+                raise CheckSkipped(
+                    "neither observation_space nor action_space is a Dict/Tuple (PyTreeSpace)"
+                )
+            try:
+                import gymnasium  # noqa: F401
+            except ModuleNotFoundError as error:
+                if error.name != "gymnasium":
+                    raise
+                raise CheckSkipped(
+                    "gymnasium is not installed (pip install 'parallax[gymnasium]')"
+                ) from None
+            session = self.session()
+            report = CheckReport("structured_spaces")
+            structured_spaces(env, session.kind, session.eager(), session.k_other, report)
+            return report
+        if name == "training_parity":
+            from ._parity import check_training_parity
+
+            return check_training_parity(
+                self.env(),
+                num_envs=self.batch_size,
+                num_steps=self.num_steps,
+                **({"key": opts["key"]} if "key" in opts else {}),
+            )
         raise ValueError(f"Battery.run: unknown check {name!r}; use one of {BATTERY_CHECKS}")
+
+    @staticmethod
+    def _positive(opts: Mapping[str, Any], name: str, default: int) -> int:
+        return check_positive_int(opts.get(name, default), name, "Battery")
 
     def outcome(self, name: str) -> Outcome:
         """Run `name` and record its status instead of raising."""

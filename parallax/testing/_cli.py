@@ -1,59 +1,45 @@
-"""`parallax check ENV`: run the battery on a registered env id or a `module:factory` path.
+"""`parallax check ENV`: run the battery on a project directory, a registered env id or a
+`module:factory` path, and write the validation report.
 
 Prints a line per check as it ends (a progress bar on stderr when it is a terminal), then a
-table of every check and precision, and writes a JSON report; exits with 0 when every check
-passed or was skipped, 1 otherwise, 2 for a usage error (found before any check runs).
+table of every check and precision, then (when every check of the full battery passed) the
+throughput of the reference and of the batched env, and a final verdict line. Writes the
+JSON validation report (schema `parallax-validation-report/1`): each check's verdict and
+seconds, the throughput, the environment (versions, backend, devices) and the sha256 of the
+env's and reference's source files, which `parallax.testing.require_fresh_report` compares
+with the current files. A check that fails with a diverging trajectory (`determinism`, the
+differential test, ...) also writes a trajectory file that `parallax replay FILE` re-runs.
+Exits with 0 when every check passed or was skipped, 1 otherwise, 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
+import glob
 import json
 import os
-import platform
-import re
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 import jax
 
 from .._cli import DefaultsHelpFormatter
 from ._battery import BATTERY_CHECKS, Outcome, run_battery
+from ._report import REPORT_SCHEMA, environment_info, source_files, source_hashes
+from ._targets import Target, default_report_path, load_target
 
 __all__ = ["main"]
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
 
-
-def _load_factory(spec: str) -> Callable[[], Any]:
-    """`module:attr` -> the attribute (a class or a function), imported."""
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise ValueError(f"expected 'module:factory', got {spec!r}")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise TypeError(f"{spec!r} is not callable")
-    return obj  # type: ignore[no-any-return]
-
-
-def _env_factory(spec: str) -> Callable[[], Any]:
-    from .._registry import _NAMESPACES, _REGISTRY, _unknown, make
-
-    namespace, slash, _ = spec.partition("/")
-    if spec in _REGISTRY or (slash and namespace in _NAMESPACES):
-        return lambda: make(spec)
-    if ":" not in spec:
-        raise ValueError(f"not a module:factory path, and {_unknown(spec)}")
-    return _load_factory(spec)
-
-
-def _default_report(spec: str) -> str:
-    return "parallax-check-" + re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_") + ".json"
+TRAJECTORY_CHECKS = ("determinism", "jit_vmap_scan_agree", "batch_independence", "training_parity")
+"""Failing checks after which the env's own trajectory is written (the differential test
+writes the reference's instead)."""
 
 
 def _report_problem(path: str) -> str | None:
@@ -74,7 +60,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the Parallax validation battery on an environment.",
         formatter_class=DefaultsHelpFormatter,
     )
-    p.add_argument("env", help="a registered env id (GridWorld-v0) or module:factory")
+    p.add_argument(
+        "env",
+        help="a project directory (parallax new), a registered env id (GridWorld-v0) or "
+        "module:factory",
+    )
     p.add_argument("--steps", type=int, default=16, metavar="T", help="steps per rollout")
     p.add_argument(
         "--batch-size", type=int, default=8, metavar="N", help="batch size of batch_independence"
@@ -89,13 +79,15 @@ def _parser() -> argparse.ArgumentParser:
         "--report",
         default=None,
         metavar="PATH",
-        help="JSON report path (default: parallax-check-<id>.json in the current directory)",
+        help="JSON validation report path (default: DIR/validation_report.json for a "
+        "project directory, else parallax-check-<id>.json in the current directory)",
     )
     p.add_argument(
         "--reference",
         default=None,
         metavar="MODULE:FACTORY",
-        help="module:factory of a reference implementation",
+        help="module:factory of a reference implementation (a project's reference.py is "
+        "found by itself)",
     )
     p.add_argument(
         "--checks",
@@ -117,6 +109,29 @@ def _parser() -> argparse.ArgumentParser:
         "--no-disable-jit",
         action="store_true",
         help="run the eager rollouts op by op instead of under jax.disable_jit() (brax, mjx)",
+    )
+    p.add_argument(
+        "--throughput",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="measure steps/s after the checks: auto = only when the full battery ran and "
+        "passed; on = whenever every selected check passed",
+    )
+    p.add_argument(
+        "--throughput-envs",
+        default="1024,8192",
+        metavar="LIST",
+        help="comma-separated batch sizes of the batched throughput",
+    )
+    p.add_argument(
+        "--throughput-steps",
+        type=int,
+        default=100,
+        metavar="T",
+        help="steps per timed call (the reference runs 10x as many)",
+    )
+    p.add_argument(
+        "--throughput-repeats", type=int, default=3, metavar="R", help="timed calls per size"
     )
     p.add_argument(
         "--no-progress",
@@ -194,6 +209,59 @@ def _table(rows: list[tuple[str, dict[str, Outcome]]], modes: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _sizes(text: str) -> list[int] | None:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        return None
+    return sizes if sizes and all(n >= 1 for n in sizes) else None
+
+
+def _newest_json(directory: str) -> str | None:
+    files = glob.glob(os.path.join(directory, "*.json"))
+    return max(files, key=os.path.getmtime) if files else None
+
+
+def _failure_trajectory(
+    target: Target,
+    o: Outcome,
+    mode: str,
+    steps: int,
+    dump_dir: str,
+    report_path: str,
+) -> str | None:
+    """Write the trajectory of a failed check next to the report; its path, or None."""
+    from ._replay import record_trajectory, save_trajectory, trajectory_from_mismatch
+
+    stem = os.path.splitext(report_path)[0]
+    path = f"{stem}.{o.check}.{mode}.trajectory.npz"
+    note = f"parallax check {target.spec}: {o.check} failed ({mode})"
+    try:
+        with jax.enable_x64(mode == "x64"):
+            if o.check == "matches_reference":
+                dump = _newest_json(dump_dir)
+                if dump is None:
+                    return None
+                kept = f"{stem}.{o.check}.{mode}.mismatch.json"
+                shutil.move(dump, kept)  # the check's own dump outlives the temporary dir
+                o.message = o.message.replace(dump, kept)
+                trajectory = trajectory_from_mismatch(
+                    kept, target.env_factory(), env_spec=target.spec, note=note
+                )
+            elif o.check in TRAJECTORY_CHECKS:
+                trajectory = record_trajectory(
+                    target.env_factory(), num_steps=steps, env_spec=target.spec, note=note
+                )
+            else:
+                return None
+            return save_trajectory(trajectory, path)
+    except Exception as error:  # the env is broken already; say so, keep the report
+        print(
+            f"parallax check: could not write a trajectory for {o.check}: {error}", file=sys.stderr
+        )
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `parallax check`; returns the exit code (0 iff every check passed or skipped)."""
     parser = _parser()
@@ -208,16 +276,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--batch-size must be an int >= 2, got {args.batch_size}")
     if args.marl_steps is not None and args.marl_steps < 1:
         parser.error(f"--marl-steps must be a positive int, got {args.marl_steps}")
-    report_path = args.report or _default_report(args.env)
+    sizes = _sizes(args.throughput_envs)
+    if sizes is None:
+        parser.error(
+            f"--throughput-envs must be a comma-separated list of positive ints, got "
+            f"{args.throughput_envs!r}"
+        )
+    for name in ("throughput_steps", "throughput_repeats"):
+        if getattr(args, name) < 1:
+            parser.error(
+                f"--{name.replace('_', '-')} must be a positive int, got {getattr(args, name)}"
+            )
+    report_path = args.report or default_report_path(args.env)
     problem = _report_problem(report_path)
     if problem:
         parser.error(f"--report {report_path!r}: {problem}")
     try:
-        env_factory = _env_factory(args.env)
-        reference_factory = _load_factory(args.reference) if args.reference else None
-    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        target = load_target(args.env)
+        reference_factory = (
+            load_target(args.reference).env_factory if args.reference else target.reference_factory
+        )
+    except (ImportError, AttributeError, ValueError, TypeError, SyntaxError) as error:
         print(f"parallax check: cannot load {args.env!r}: {error}", file=sys.stderr)
         return 2
+    env_factory = target.env_factory
     options: dict[str, Any] = {"deterministic": args.deterministic}
     if args.marl_steps is not None:
         options["marl_num_steps"] = args.marl_steps
@@ -235,10 +317,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     started = time.perf_counter()
     results: dict[str, list[Outcome]] = {}
+    dump_dir = tempfile.mkdtemp(prefix="parallax-check-")
+    trajectories: dict[tuple[str, str], str] = {}
     try:
         for mode in modes:
 
             def report(o: Outcome, mode: str = mode) -> None:
+                if o.status == "fail":
+                    written = _failure_trajectory(
+                        target, o, mode, args.steps, dump_dir, report_path
+                    )
+                    if written is not None:
+                        trajectories[(o.check, mode)] = written
+                        o.message += (
+                            f"\ntrajectory written to {written} (replay it: parallax replay "
+                            f"{written})"
+                        )
                 progress.line(_outcome_line(mode, o, width))
                 following = progress.done % len(checks)  # the next check of this mode
                 if following:
@@ -253,10 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     batch_size=args.batch_size,
                     checks=checks,
                     options=options,
+                    reference_options={"dump_path": dump_dir},
                     on_outcome=report,
                 )
     finally:
         progress.close()
+        shutil.rmtree(dump_dir, ignore_errors=True)
     elapsed = time.perf_counter() - started
 
     rows = [(name, {m: results[m][i] for m in modes}) for i, name in enumerate(checks)]
@@ -277,9 +373,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, message in sorted(skipped):
         print(f"\n[{name}] skipped: {message}")
 
+    throughput: dict[str, Any]
+    full = set(checks) >= set(BATTERY_CHECKS)
+    if failed:
+        throughput = {"measured": False, "reason": "a correctness check failed"}
+    elif args.throughput == "off":
+        throughput = {"measured": False, "reason": "--throughput off"}
+    elif args.throughput == "auto" and not full:
+        throughput = {"measured": False, "reason": "only a subset of the checks ran (--checks)"}
+    else:
+        throughput = _throughput(target, reference_factory, sizes, args)
+
+    sources = _sources(target, reference_factory)
     payload = {
-        "env": args.env,
+        "schema": REPORT_SCHEMA,
+        "env": target.spec,
         "overall": overall,
+        "eligible_for_training": overall == "PASS",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": round(elapsed, 3),
         "options": {
             "steps": args.steps,
@@ -291,23 +402,83 @@ def main(argv: Sequence[str] | None = None) -> int:
             "marl_steps": args.marl_steps,
             "disable_jit": not args.no_disable_jit,
         },
-        "versions": {"python": platform.python_version(), "jax": jax.__version__},
-        "results": [{"precision": m, **o.as_dict()} for m in modes for o in results[m]],
+        "environment": environment_info(),
+        "versions": {},
+        "results": [
+            {
+                "precision": m,
+                **o.as_dict(),
+                **(
+                    {"trajectory": trajectories[(o.check, m)]}
+                    if (o.check, m) in trajectories
+                    else {}
+                ),
+            }
+            for m in modes
+            for o in results[m]
+        ],
+        "throughput": throughput,
+        "sources": sources,
     }
-    try:
-        import parallax
-
-        payload["versions"]["parallax"] = parallax.__version__
-    except (ImportError, AttributeError):  # pragma: no cover - running from a broken install
-        pass
+    info: dict[str, Any] = payload["environment"]  # type: ignore[assignment]
+    payload["versions"] = {k: info[k] for k in ("python", "jax", "parallax") if k in info}
     try:
         with open(report_path, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=1, default=str)
     except OSError as error:
         print(f"parallax check: cannot write --report {report_path!r}: {error}", file=sys.stderr)
         return 2
-    print(f"\noverall: {overall}  ({elapsed:.1f}s)   report: {report_path}")
+    verdict = (
+        "PASS (eligible for training)"
+        if overall == "PASS"
+        else f"FAIL ({len(failed)} failed; not eligible for training)"
+    )
+    print(f"\noverall: {verdict}  ({elapsed:.1f}s)   report: {report_path}")
     return 0 if overall == "PASS" else 1
+
+
+def _sources(target: Target, reference_factory: Any) -> dict[str, str]:
+    """sha256 of the files defining the env (its factory, class, wrapped envs) and reference."""
+    objects: list[Any] = [target.env_factory]
+    with contextlib.suppress(Exception):  # the battery already reported a crashing factory
+        objects.append(target.env_factory())
+    if reference_factory is not None:
+        objects.append(reference_factory)
+        with contextlib.suppress(Exception):
+            objects.append(reference_factory())
+    if target.kind == "id":
+        objects = objects[1:]  # the lambda wrapping make() lives in parallax itself
+    return source_hashes(source_files(*objects))
+
+
+def _throughput(
+    target: Target, reference_factory: Any, sizes: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
+    from ._throughput import measure_throughput
+
+    print("\nthroughput (f32):", flush=True)
+    try:
+        result = measure_throughput(
+            target.env_factory,
+            reference_factory,
+            env_id=target.spec if target.kind == "id" else None,
+            sizes=sizes,
+            steps=args.throughput_steps,
+            repeats=args.throughput_repeats,
+            reference_steps=10 * args.throughput_steps,
+        )
+    except Exception as error:  # a measurement failure is not a correctness failure
+        print(f"  not measured: {type(error).__name__}: {error}")
+        return {"measured": False, "reason": f"{type(error).__name__}: {error}"}
+    reference = result["reference"]
+    if reference is not None:
+        print(f"  reference        {reference['steps_per_second']:>14,.0f} steps/s")
+    for row in result["batched"]:
+        ratio = result["speedup"].get(str(row["num_envs"]))
+        extra = f"   {ratio:,.1f}x the reference" if ratio is not None else ""
+        label = f"batched n={row['num_envs']}"
+        print(f"  {label:<16} {row['steps_per_second']:>14,.0f} steps/s{extra}")
+    return {"measured": True, **result}
 
 
 if __name__ == "__main__":

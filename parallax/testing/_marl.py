@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._spaces import Discrete, MultiDiscrete
-from ._contract import check_interface, validate_common
 from ._errors import CheckError
 from ._report import CheckReport
 from ._rollout import (
@@ -33,6 +32,7 @@ from ._rollout import (
     inspect_env,
     make_policy,
 )
+from ._session import check_interface, validate_common
 from ._tolerance import EXACT
 from ._trees import first_mismatch, flatten, to_numpy
 
@@ -226,8 +226,11 @@ def check_marl_env(
     5. `rule5_active_actions_used`: inactive slots are not used (rule 1), and with
        `check_active_used`, every agent slot that was active in at least two steps had at
        least one step where changing only its action (to a different in-space action)
-       changed `post`. An env whose agents' actions can legitimately be irrelevant for a
-       whole rollout should pass `check_active_used=False`.
+       changed `post`. This holds per activity spell: an agent that leaves (inactive)
+       and re-joins (active again within the episode) starts a new spell, in which its
+       actions must be used again; `stats["rejoins"]` counts the re-joins seen. An env
+       whose agents' actions can legitimately be irrelevant for a whole rollout should
+       pass `check_active_used=False`.
     6. `rule6_termination_by_env`: `termination` and `truncation` are episode-level bool
        arrays (shape `()`, or `(num_envs,)`) returned by the env at every step, and rule 1
        shows inactive actions cannot change them. Nothing is required when every agent is
@@ -295,6 +298,9 @@ def check_marl_env(
         "all_inactive_states": 0,
         "all_inactive_not_terminated": 0,
     }
+    stats["rejoins"] = 0
+    # rule 5 is checked per activity spell: an agent that leaves and re-joins must have its
+    # actions used again after it re-joins (a spell restarts on each re-join)
     active_steps = np.zeros(num_agents, dtype=np.int64)
     mattered = np.zeros(num_agents, dtype=bool)
 
@@ -387,24 +393,24 @@ def check_marl_env(
                 other = _flat_np(step_j(pre, _mix(only, alternative, action)))
                 if first_mismatch(other, reference, EXACT, time_axis=False, batch_axis=kind.vector):
                     mattered[slot] = True
+        # re-joins: inactive in the state passed to the step, active again after it (within
+        # the episode: a state that ends it, e.g. an auto-reset one, does not count)
+        post_done = np.asarray(post.termination) | np.asarray(post.truncation)
+        rejoined = inactive & np.asarray(post.agents.active) & ~post_done[..., None]
+        for slot in range(num_agents):
+            if rejoined[..., slot].any():
+                stats["rejoins"] += 1
+                if check_active_used:
+                    _check_spell(slot, active_steps, mattered, step, rejoin=True)
+                active_steps[slot], mattered[slot] = 0, False
         state = post
 
     if check_active_used:
-        unused = [s for s in range(num_agents) if active_steps[s] >= 2 and not mattered[s]]
-        if unused:
-            slot = unused[0]
-            raise CheckError(
-                f"{_OWNER}/rule5_active_actions_used",
-                f"agent slot {slot} was active in {int(active_steps[slot])} steps, but changing "
-                "only its action never changed the next state; `agents.active` must mark the "
-                "agents whose actions the step uses",
-                field=f"agents.active[{slot}]",
-                expected="an action that matters in at least one active step",
-                got="no effect in any step",
-                hint="pass check_active_used=False if this agent's action can legitimately "
-                "be irrelevant for a whole rollout",
-            )
+        for slot in range(num_agents):
+            _check_spell(slot, active_steps, mattered, num_steps, rejoin=False)
     report = CheckReport(_OWNER, stats=stats)
+    if stats["rejoins"]:
+        report.notes.append(f"{stats['rejoins']} re-join(s): rule 5 held for each activity spell")
     if stats["steps_with_inactive_agents"] == 0:
         message = (
             f"no agent was inactive in {num_steps} steps, so rules 1-3 were not exercised on "
@@ -435,3 +441,24 @@ def check_marl_env(
             f"{stats['all_inactive_not_terminated']} of them were not terminated (allowed)"
         )
     return report
+
+
+def _check_spell(
+    slot: int, active_steps: np.ndarray, mattered: np.ndarray, step: int, *, rejoin: bool
+) -> None:
+    """Rule 5 for one activity spell of `slot`: active in >= 2 steps, its action mattered."""
+    if active_steps[slot] < 2 or mattered[slot]:
+        return
+    spell = f" before it left and re-joined at step {step}" if rejoin else ""
+    raise CheckError(
+        f"{_OWNER}/rule5_active_actions_used",
+        f"agent slot {slot} was active in {int(active_steps[slot])} steps{spell}, but changing "
+        "only its action never changed the next state; `agents.active` must mark the "
+        "agents whose actions the step uses",
+        field=f"agents.active[{slot}]",
+        expected="an action that matters in at least one active step"
+        + (" of each activity spell" if rejoin else ""),
+        got="no effect in any step",
+        hint="pass check_active_used=False if this agent's action can legitimately "
+        "be irrelevant for a whole rollout",
+    )

@@ -20,10 +20,10 @@ import jax
 import numpy as np
 
 from .._core import MARLState
-from ._contract import check_interface, validate_common
 from ._errors import CheckError, ReferenceMismatch, format_value
 from ._report import CheckReport
 from ._rollout import Policy, as_typed_key, inspect_env, make_policy
+from ._session import check_interface, validate_common
 from ._tolerance import EXACT, Tolerance, ulp_distance
 from ._trees import flatten, to_numpy
 

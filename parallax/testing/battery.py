@@ -27,8 +27,11 @@ from parallax.testing.battery import *  # noqa: F403
 
 Tests: `test_contract`, `test_structure_stable`, `test_jit_vmap_scan_agree`,
 `test_no_recompilation`, `test_determinism`, `test_batch_independence`,
-`test_matches_reference` (skipped without `reference_factory`) and `test_marl_rules`
-(skipped for single-agent envs), each run with `jax_enable_x64` off and on
+`test_matches_reference` (skipped without `reference_factory`), `test_marl_rules`
+(skipped for single-agent envs), `test_invariant_sweep` (skipped unless the env declares
+`invariants`), `test_boundary_actions`, `test_auto_reset`, `test_scripted_policies`
+(skipped unless the env declares `scripted_policies`), `test_structured_spaces` (skipped
+unless a space is a Dict/Tuple `PyTreeSpace`), each run with `jax_enable_x64` off and on
 (`[f32]`/`[x64]`, from the `battery_x64` fixture; redefine it after the import to choose).
 
 Optional fixtures: `reference_factory` (None), `num_steps` (16), `batch_size` (8),
@@ -53,14 +56,20 @@ from ._battery import Battery, CheckSkipped
 
 __all__ = [
     "battery_x64",
+    "test_auto_reset",
     "test_batch_independence",
+    "test_boundary_actions",
     "test_contract",
     "test_determinism",
+    "test_invariant_sweep",
     "test_jit_vmap_scan_agree",
     "test_marl_rules",
     "test_matches_reference",
     "test_no_recompilation",
+    "test_scripted_policies",
     "test_structure_stable",
+    "test_structured_spaces",
+    "test_training_parity",
 ]
 
 _BATTERIES: dict[tuple[Any, ...], Battery] = {}
@@ -155,3 +164,33 @@ def test_matches_reference(request: pytest.FixtureRequest, battery_x64: bool) ->
 def test_marl_rules(request: pytest.FixtureRequest, battery_x64: bool) -> None:
     """The six multi-agent rules (skipped for single-agent envs)."""
     _run(request, battery_x64, "marl_rules")
+
+
+def test_training_parity(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Donated jit, vmap over seeds and shard_rollout reproduce the batched rollout bit for bit."""
+    _run(request, battery_x64, "training_parity")
+
+
+def test_invariant_sweep(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """The env's declared invariants hold over many envs, keys and steps (inside jit)."""
+    _run(request, battery_x64, "invariant_sweep")
+
+
+def test_boundary_actions(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Edge actions are valid; out-of-range actions act as the clipped action."""
+    _run(request, battery_x64, "boundary_actions")
+
+
+def test_auto_reset(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Under a batch auto-reset: terminal observation, outcome and fresh reset are right."""
+    _run(request, battery_x64, "auto_reset")
+
+
+def test_scripted_policies(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """The env's scripted policies produce their expected outcomes."""
+    _run(request, battery_x64, "scripted_policies")
+
+
+def test_structured_spaces(request: pytest.FixtureRequest, battery_x64: bool) -> None:
+    """Dict/Tuple spaces round-trip through flatten/unflatten and the Gymnasium export."""
+    _run(request, battery_x64, "structured_spaces")

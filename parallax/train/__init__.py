@@ -32,6 +32,7 @@ except ModuleNotFoundError as _error:
 from ._ppo import PRESETS as PRESETS
 from ._ppo import ActionHead as ActionHead
 from ._ppo import Config as Config
+from ._ppo import Learner as Learner
 from ._ppo import Progress as Progress
 from ._ppo import actor as actor
 from ._ppo import critic as critic
@@ -40,6 +41,7 @@ from ._ppo import init_params as init_params
 from ._ppo import make_env as make_env
 from ._ppo import make_eval_env as make_eval_env
 from ._ppo import make_evaluate as make_evaluate
+from ._ppo import make_learner as make_learner
 from ._ppo import make_train as make_train
 from ._ppo import preset as preset
 from ._ppo import run as run
@@ -49,6 +51,7 @@ __all__ = [
     "PRESETS",
     "ActionHead",
     "Config",
+    "Learner",
     "Progress",
     "actor",
     "critic",
@@ -57,6 +60,7 @@ __all__ = [
     "make_env",
     "make_eval_env",
     "make_evaluate",
+    "make_learner",
     "make_train",
     "preset",
     "run",

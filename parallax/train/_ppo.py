@@ -305,53 +305,30 @@ def gae(
     return advantages, advantages + value
 
 
-def make_train(
-    config: Config, on_update: Callable[..., None] | None = None
-) -> Callable[[jax.Array], dict[str, Any]]:
-    """A pure `train(key) -> results`, jit-able and vmappable over keys.
+@dataclass(frozen=True)
+class Learner:
+    """PPO's loss and optimiser for `config`: one gradient step on one batch of transitions.
 
-    Args:
-        config: the hyper-parameters.
-        on_update: optional host function `on_update(update, mean_return, num_episodes)`
-            called through `jax.debug.callback` after every update (progress bars, prints).
+    `make_train` runs `step` on every minibatch; it is public so that the update can be
+    run on its own, e.g. data-parallel over many devices or processes: `jax.jit(step)`
+    with the batch split over a mesh (`PartitionSpec("batch")`) and the parameters
+    replicated makes XLA all-reduce the gradients (and the batch statistics of the
+    advantage normalisation), so the result equals the step on the whole batch.
 
-    Returns:
-        `train(key)` returning a dict with `params`, `env_state` (holds the observation
-        statistics) and `metrics` (`mean_return`, `num_episodes`, `loss` per update).
+    A batch is a dict of arrays with a leading batch axis: `obs` (features, float32),
+    `u` (the sampled pre-squash action), `log_prob` and `value` (of the acting policy),
+    `advantage` and `target` (from `gae`).
     """
-    env = make_env(config)
-    head = ActionHead(true_action_space(config), config.init_log_std)
-    obs_size = int(
-        np.prod(
-            jax.eval_shape(
-                lambda k: _features(env.reset(key=k).observation), jax.random.key(0)
-            ).shape[1:]
-        )
-    )
-    num_updates = config.num_updates
 
-    def schedule(count: jax.Array) -> jax.Array:
-        steps_per_update = config.update_epochs * config.num_minibatches
-        done = (count // steps_per_update).astype(jnp.float32)
-        frac = 1.0 - done / num_updates if config.anneal_lr else jnp.ones((), jnp.float32)
-        return config.lr * frac
+    config: Config
+    head: ActionHead
+    optimizer: optax.GradientTransformation
 
-    tx = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
-        optax.adam(learning_rate=schedule, eps=1e-5),
-    )
-
-    def policy(params: dict[str, Any]) -> Callable[..., Any]:
-        def act(key: jax.Array, state: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
-            obs = _features(state.observation)
-            out = actor(params, obs)
-            u = head.sample(key, out, params["log_std"])
-            aux = {"u": u, "log_prob": head.log_prob(out, params["log_std"], u)}
-            return head.to_action(u), aux
-
-        return act
-
-    def loss_fn(params: dict[str, Any], batch: dict[str, jax.Array]) -> tuple[jax.Array, Any]:
+    def loss(
+        self, params: dict[str, Any], batch: dict[str, jax.Array]
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+        """The clipped PPO loss and its parts `(policy, value, entropy)`."""
+        config, head = self.config, self.head
         out = actor(params, batch["obs"])
         log_prob = head.log_prob(out, params["log_std"], batch["u"])
         value = critic(params, batch["obs"])
@@ -373,10 +350,108 @@ def make_train(
         total = pg + config.vf_coef * vf - config.ent_coef * entropy
         return total, (pg, vf, entropy)
 
+    def step(
+        self, params: dict[str, Any], opt_state: Any, batch: dict[str, jax.Array]
+    ) -> tuple[dict[str, Any], Any, jax.Array]:
+        """One optimiser step on `batch`: `(new_params, new_opt_state, loss)`."""
+        (loss, _), grads = jax.value_and_grad(self.loss, has_aux=True)(params, batch)
+        # optax's Adam bias correction raises an int32 count to a float power, which JAX's
+        # strict dtype promotion (used by the test suite) rejects
+        with jax.numpy_dtype_promotion("standard"):
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+
+def make_learner(config: Config) -> Learner:
+    """The `Learner` (loss, Adam with gradient clipping and the annealed learning rate) of
+    `config`, as `make_train` uses it.
+
+    Example:
+        >>> import jax
+        >>> from parallax import train
+        >>> config = train.preset("GridWorld-v0", hidden=8)
+        >>> learner = train.make_learner(config)
+        >>> params = train.init_params(jax.random.key(0), 4, learner.head, config.hidden)
+        >>> opt_state = learner.optimizer.init(params)
+        >>> sorted(params)
+        ['actor', 'critic', 'log_std']
+    """
+    num_updates = config.num_updates
+
+    def schedule(count: jax.Array) -> jax.Array:
+        steps_per_update = config.update_epochs * config.num_minibatches
+        done = (count // steps_per_update).astype(jnp.float32)
+        frac = 1.0 - done / num_updates if config.anneal_lr else jnp.ones((), jnp.float32)
+        return config.lr * frac
+
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(learning_rate=schedule, eps=1e-5),
+    )
+    return Learner(config, ActionHead(true_action_space(config), config.init_log_std), optimizer)
+
+
+def _require_report(config: Config, require_report: Any) -> None:
+    """`require_fresh_report` for `make_train(..., require_report=...)` (None/False: skip)."""
+    if require_report is None or require_report is False:
+        return
+    from ..testing import require_fresh_report
+
+    require_fresh_report(config.env_id if require_report is True else require_report)
+
+
+def make_train(
+    config: Config,
+    on_update: Callable[..., None] | None = None,
+    *,
+    require_report: Any = None,
+) -> Callable[[jax.Array], dict[str, Any]]:
+    """A pure `train(key) -> results`, jit-able and vmappable over keys.
+
+    Args:
+        config: the hyper-parameters.
+        on_update: optional host function `on_update(update, mean_return, num_episodes)`
+            called through `jax.debug.callback` after every update (progress bars, prints).
+        require_report: refuse to build the trainer unless the env's validation report
+            (`parallax check`) exists, passed and matches the current source: a report
+            path or project directory, or True for `config.env_id`'s default report;
+            None (default) checks nothing. See `parallax.testing.require_fresh_report`.
+
+    Raises:
+        parallax.testing.StaleReportError: `require_report` is set and the report is
+            missing, failing or stale.
+
+    Returns:
+        `train(key)` returning a dict with `params`, `env_state` (holds the observation
+        statistics) and `metrics` (`mean_return`, `num_episodes`, `loss` per update).
+    """
+    _require_report(config, require_report)
+    env = make_env(config)
+    head = ActionHead(true_action_space(config), config.init_log_std)
+    obs_size = int(
+        np.prod(
+            jax.eval_shape(
+                lambda k: _features(env.reset(key=k).observation), jax.random.key(0)
+            ).shape[1:]
+        )
+    )
+    num_updates = config.num_updates
+    learner = make_learner(config)
+
+    def policy(params: dict[str, Any]) -> Callable[..., Any]:
+        def act(key: jax.Array, state: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+            obs = _features(state.observation)
+            out = actor(params, obs)
+            u = head.sample(key, out, params["log_std"])
+            aux = {"u": u, "log_prob": head.log_prob(out, params["log_std"], u)}
+            return head.to_action(u), aux
+
+        return act
+
     def train(key: jax.Array) -> dict[str, Any]:
         key, init_key, reset_key = jax.random.split(key, 3)
         params = init_params(init_key, obs_size, head, config.hidden)
-        opt_state = tx.init(params)
+        opt_state = learner.optimizer.init(params)
         env_state = env.reset(key=reset_key)
 
         def update(carry: Any, update_index: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
@@ -423,13 +498,8 @@ def make_train(
                 )
 
                 def minibatch(carry: Any, mb: dict[str, jax.Array]) -> tuple[Any, jax.Array]:
-                    params, opt_state = carry
-                    (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
-                    # optax's Adam bias correction raises an int32 count to a float power,
-                    # which JAX's strict dtype promotion (used by the test suite) rejects
-                    with jax.numpy_dtype_promotion("standard"):
-                        updates, opt_state = tx.update(grads, opt_state, params)
-                    return (optax.apply_updates(params, updates), opt_state), loss
+                    params, opt_state, loss = learner.step(carry[0], carry[1], mb)
+                    return (params, opt_state), loss
 
                 return jax.lax.scan(minibatch, carry, shuffled)
 
@@ -554,8 +624,14 @@ class Progress:
         self.bar.close()
 
 
-def run(config: Config, seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Train and evaluate; returns the JSON-able result dict."""
+def run(
+    config: Config, seed: int = 0, progress: bool = True, *, require_report: Any = None
+) -> dict[str, Any]:
+    """Train and evaluate; returns the JSON-able result dict.
+
+    `require_report`: as in `make_train` (checked before anything is built).
+    """
+    _require_report(config, require_report)  # before the progress bar opens
     bar = Progress(config) if progress else None
     train = jax.jit(make_train(config, on_update=bar))
     evaluate = jax.jit(make_evaluate(config))

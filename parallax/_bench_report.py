@@ -1,0 +1,122 @@
+"""What `parallax bench` shows: the table, and the steps/s-vs-N plot of `--scaling`.
+
+- `format_table(results)`: one row per measurement (and the competitor's columns);
+- `plot_scaling(results, path)`: a log-log plot of env steps/s against `num_envs`;
+- `SCALING_SIZES`: the batch sizes `parallax bench ID --scaling` measures by default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+__all__ = ["SCALING_SIZES", "format_table", "plot_scaling"]
+
+SCALING_SIZES = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def plot_scaling(results: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> str:
+    """Save a log-log plot of env steps/s against `num_envs` (median, min..max band).
+
+    Args:
+        results: `benchmark` results of one env at several batch sizes.
+        path: the image file to write (its suffix picks the format, e.g. `.png`).
+
+    Returns:
+        The path written, as a string.
+
+    Raises:
+        ImportError: matplotlib is not installed (it is in the `test` and `docs` extras).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError as error:
+        raise ImportError(
+            "parallax bench --scaling draws its plot with matplotlib, which is not installed: "
+            "pip install matplotlib"
+        ) from error
+    rows = sorted(results, key=lambda r: r["num_envs"])
+    n = [r["num_envs"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.fill_between(
+        n,
+        [r["steps_per_second_min"] for r in rows],
+        [r["steps_per_second_max"] for r in rows],
+        alpha=0.25,
+        label="min..max over repeats",
+    )
+    ax.plot(n, [r["steps_per_second"] for r in rows], "o-", label=rows[0]["env"] + " (median)")
+    if any("competitor_steps_per_second" in r for r in rows):
+        theirs = [r for r in rows if "competitor_steps_per_second" in r]
+        ax.plot(
+            [r["num_envs"] for r in theirs],
+            [r["competitor_steps_per_second"] for r in theirs],
+            "s--",
+            label=str(theirs[0]["competitor"]),
+        )
+    device = jax.devices()[0]
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="num_envs",
+        ylabel="env steps / s",
+        title=f"{rows[0]['env']} on {device.platform.upper()} ({device.device_kind})",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
+def _fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def format_table(results: Sequence[dict[str, Any]]) -> str:
+    """A table for people: one row per measurement.
+
+    Example:
+        >>> from parallax.bench import format_table
+        >>> row = {"env": "GridWorld-v0", "num_envs": 4, "steps_per_second": 1e6,
+        ...        "steps_per_second_min": 9e5, "steps_per_second_max": 1.1e6,
+        ...        "compile_seconds": 0.5, "episodes_ended": 3}
+        >>> print(format_table([row]).splitlines()[1])
+        GridWorld-v0             4      1.00M  900.00k..1.10M      0.50         3
+    """
+    header = (
+        f"{'env':<20} {'N':>5} {'steps/s':>10} {'min..max':>15} {'compile s':>9} {'episodes':>9}"
+    )
+    compare = any("competitor" in r for r in results)
+    if compare:
+        header += f"  {'competitor':<14} {'steps/s':>10} {'ratio':>8}"
+    lines = [header]
+    for r in results:
+        spread = f"{_fmt_rate(r['steps_per_second_min'])}..{_fmt_rate(r['steps_per_second_max'])}"
+        line = (
+            f"{r['env']:<20} {r['num_envs']:>5} {_fmt_rate(r['steps_per_second']):>10} "
+            f"{spread:>15} {r['compile_seconds']:>9.2f} {r['episodes_ended']:>9}"
+        )
+        if compare and "competitor" in r:
+            ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "error"
+            line += (
+                f"  {r['competitor']:<14} "
+                f"{_fmt_rate(r.get('competitor_steps_per_second')):>10} {ratio:>8}"
+            )
+        lines.append(line)
+    for r in results:
+        if "competitor_error" in r:
+            lines.append(f"{r['competitor']} N={r['num_envs']}: {r['competitor_error']}")
+    return "\n".join(lines)

@@ -1,0 +1,421 @@
+"""The measurement behind `parallax bench`: time a jitted `lax.scan` rollout of a batched env.
+
+- `benchmark(env_id, num_envs, ...)`: one measurement (one batch size), the dict that
+  `parallax bench --json` prints;
+- `ParallaxRunner`: our side, `make_vec(...)` and a donated, ahead-of-time compiled scan of
+  `parallax.action_scan` with `parallax.random_actions`;
+- `tree_bytes(tree)`: the bytes a pytree of arrays holds (the state's size in the result);
+- `COMPETITORS`, `load_competitors(name)`: what `compare=` accepts, and where its runner
+  comes from: `benchmarks/competitors.py` of a source checkout, not the wheel.
+
+How a measurement runs. Ours: `parallax.make_vec(ID, N, ...)` is reset once, then a jitted
+`lax.scan` of `steps` steps with random actions is compiled ahead of time (its compile
+time reported), called once to warm up, then timed `repeats` times, each call continuing
+from the state the previous one returned (the state buffer is donated). The competitor's
+repeats are interleaved with ours (ours, theirs, theirs, ours, ...) so that both see the
+same machine load; `ratio` is the median of the per-repeat ratios ours / theirs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._actions import action_scan, random_actions
+from ._project import source_url
+
+COMPETITORS = ("sekai", "gymnax", "parallax-rl")
+_COMPETITORS_MODULE = "benchmarks.competitors"
+
+__all__ = [
+    "COMPETITORS",
+    "ParallaxRunner",
+    "benchmark",
+    "load_competitors",
+    "tree_bytes",
+]
+
+
+# -- helpers --------------------------------------------------------------------------------
+def tree_bytes(tree: Any) -> int:
+    """The bytes that the arrays of `tree` hold (a PRNG key array counts its key data).
+
+    Args:
+        tree: any pytree; leaves without a `dtype` (Python scalars, None) count nothing.
+
+    Returns:
+        The sum over array leaves of size times item size, an int.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax.bench import tree_bytes
+        >>> tree_bytes({"x": jnp.zeros((4, 3), jnp.float32), "n": jnp.int32(1)})
+        52
+        >>> tree_bytes(jax.random.split(jax.random.key(0), 5))  # 5 threefry keys: 2 uint32 each
+        40
+    """
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        if not hasattr(leaf, "dtype"):
+            continue
+        if hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        total += int(np.prod(np.shape(leaf), dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def _peak_rss_bytes() -> int:
+    # ru_maxrss is in KiB on Linux, bytes on macOS.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+def _device_memory() -> dict[str, int] | None:
+    try:
+        stats = jax.devices()[0].memory_stats()
+    except Exception:  # backends without memory statistics raise or return None
+        return None
+    if not stats:
+        return None
+    keep = ("bytes_in_use", "peak_bytes_in_use", "bytes_limit")
+    return {k: int(stats[k]) for k in keep if k in stats}
+
+
+def _program_bytes(compiled: Any) -> dict[str, int] | None:
+    try:
+        analysis = compiled.memory_analysis()
+    except Exception:  # not every backend/version provides it
+        return None
+    if analysis is None:
+        return None
+    names = {
+        "argument_bytes": "argument_size_in_bytes",
+        "output_bytes": "output_size_in_bytes",
+        "temp_bytes": "temp_size_in_bytes",
+        "generated_code_bytes": "generated_code_size_in_bytes",
+    }
+    return {k: int(getattr(analysis, v)) for k, v in names.items() if hasattr(analysis, v)}
+
+
+def _summary(seconds: list[float], env_steps: int) -> dict[str, float]:
+    rates = [env_steps / s for s in seconds]
+    return {
+        "median": float(statistics.median(rates)),
+        "min": float(min(rates)),
+        "max": float(max(rates)),
+    }
+
+
+# -- our side -------------------------------------------------------------------------------
+class ParallaxRunner:
+    """Our side: `make_vec(...)`, a donated jitted scan of `steps` steps, compiled AOT."""
+
+    label = "parallax"
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        steps: int,
+        *,
+        autoreset: bool,
+        max_episode_steps: int | None,
+        seed: int,
+        env_kwargs: dict[str, Any],
+    ) -> None:
+        from ._registry import make_vec
+
+        self.num_envs, self.steps, self.seed = num_envs, steps, seed
+        self.vec = make_vec(env_id, num_envs, max_episode_steps, autoreset, **env_kwargs)
+        self.sample = random_actions(self.vec.action_space, num_envs)
+        self.compiled: Any = None
+        self.state: Any = None
+        self.offset = 0
+        self.extra: dict[str, Any] = {}
+
+    def _rollout(self, state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
+        ts = start + jnp.arange(self.steps, dtype=jnp.uint32)
+        return action_scan(self.vec.step, state, self.sample, episode_key, ts)
+
+    def prepare(self) -> float:
+        from . import rng
+
+        key = jax.random.key(self.seed)
+        t0 = time.perf_counter()
+        self.state = jax.block_until_ready(jax.jit(lambda k: self.vec.reset(key=k))(key))
+        self.extra["reset_seconds"] = time.perf_counter() - t0
+        self.episode_key = rng.episode_key(jax.random.fold_in(key, 1))
+        start = jnp.uint32(0)
+        t0 = time.perf_counter()
+        lowered = jax.jit(self._rollout, donate_argnums=0).lower(
+            self.state, self.episode_key, start
+        )
+        self.compiled = lowered.compile()
+        compile_seconds = time.perf_counter() - t0
+        self.extra["state_bytes"] = tree_bytes(self.state)
+        self.extra["program_bytes"] = _program_bytes(self.compiled)
+        self.run()  # warm-up call: first-touch allocation, thread pools
+        return compile_seconds
+
+    def run(self) -> tuple[float, int]:
+        start = jnp.uint32(self.offset)
+        t0 = time.perf_counter()
+        self.state, ended = self.compiled(self.state, self.episode_key, start)
+        ended = int(jax.block_until_ready(ended))
+        jax.block_until_ready(self.state)
+        seconds = time.perf_counter() - t0
+        self.offset = (self.offset + self.steps) % 2**32
+        return seconds, ended
+
+    def close(self) -> None:
+        self.state = None
+
+
+# -- the competitors ------------------------------------------------------------------------
+def _checkout_roots() -> list[Path]:
+    """Source checkouts that may hold `benchmarks/`: the one this package was imported from
+    (an editable install), then the current directory. A root must hold `pyproject.toml`, so
+    a `site-packages` folder never counts."""
+    roots = [Path(__file__).resolve().parents[1], Path.cwd()]
+    return [root for root in dict.fromkeys(roots) if (root / "pyproject.toml").is_file()]
+
+
+def load_competitors(name: str) -> ModuleType:
+    """The module that holds the competitors' runners: `benchmarks/competitors.py`.
+
+    The runners (sekai's native vector env, raw gymnax, parallax-rl 0.4.0) are developer
+    tools kept out of the wheel. They are found in the source checkout this package was
+    imported from (`pip install -e .`), or in the current directory when that is a checkout.
+
+    Args:
+        name: the competitor asked for (for the error message).
+
+    Raises:
+        ImportError: no checkout with `benchmarks/competitors.py` was found (an installed
+            wheel); the message says how to run the comparison.
+    """
+    if _COMPETITORS_MODULE in sys.modules:
+        return sys.modules[_COMPETITORS_MODULE]
+    roots = _checkout_roots()
+    for root in roots:
+        path = root / "benchmarks" / "competitors.py"
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(_COMPETITORS_MODULE, path)
+            if spec is None or spec.loader is None:  # pragma: no cover - a .py file loads
+                continue
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[_COMPETITORS_MODULE] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[_COMPETITORS_MODULE]
+                raise
+            return module
+    raise ImportError(
+        f"--compare {name} needs the competitors' runners, which live in benchmarks/ of a "
+        "source checkout and are not part of the installed package (looked in the checkout "
+        f"of {Path(__file__).resolve().parent} and in the current directory {Path.cwd()}). "
+        f"To run the comparison: git clone {source_url()}; cd parallax; "
+        'pip install -e ".[test]"; then run `parallax bench ID --compare '
+        f"{name}` from that folder. Without --compare, parallax bench measures your env here."
+    )
+
+
+# -- one measurement ------------------------------------------------------------------------
+def _progress(total: int, description: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ModuleNotFoundError:
+        return None
+    return tqdm(total=total, desc=description, file=sys.stderr, leave=False, disable=None)
+
+
+def benchmark(
+    env_id: str,
+    num_envs: int,
+    *,
+    steps: int = 200,
+    repeats: int = 5,
+    autoreset: bool = True,
+    max_episode_steps: int | None = None,
+    compare: str | None = None,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    parallax_rl_python: str | None = None,
+    progress: bool = True,
+    competitor_steps: int | None = None,
+) -> dict[str, Any]:
+    """Measure env steps/s of `make_vec(env_id, num_envs, ...)` (and of a competitor).
+
+    Args:
+        env_id: a registered id (`parallax.registered_ids()`), e.g. `"Trading-v0"`,
+            `"gymnax/CartPole-v1"`.
+        num_envs: batch size N, a positive int.
+        steps: env steps per timed call (the scan length; the competitor steps as many).
+        repeats: timed calls per side (>= 1); medians, minima and maxima are over them.
+        autoreset: same-step auto-reset on (True) or off.
+        max_episode_steps: a `TimeLimit`, or None.
+        compare: None or one of `COMPETITORS`; the competitors' runners are in the
+            `benchmarks/` folder of a source checkout (see `load_competitors`).
+        seed: int seed of the reset key and of the competitor.
+        env_kwargs: the env's keyword arguments (passed to the competitor too).
+        parallax_rl_python: interpreter for `compare="parallax-rl"`.
+        progress: show a tqdm bar on stderr (when stderr is a terminal).
+        competitor_steps: steps per timed call of a sekai competitor (default `steps`);
+            a Python loop at small N takes long for the scan lengths a jitted rollout needs.
+
+    Returns:
+        A JSON-serialisable dict: `env`, `num_envs`, `steps`, `repeats`,
+        `steps_per_second` (median), `steps_per_second_min`, `steps_per_second_max`,
+        `compile_seconds`, `episodes_ended`, memory figures, and with `compare`:
+        `competitor`, `competitor_steps_per_second` (median, plus `_min`/`_max`),
+        `competitor_compile_seconds`, `ratio` (median of per-repeat ratios ours/theirs).
+
+    Example:
+        >>> from parallax.bench import benchmark
+        >>> r = benchmark("GridWorld-v0", 4, steps=4, repeats=1, progress=False)
+        >>> r["env"], r["num_envs"], r["steps_per_second"] > 0
+        ('GridWorld-v0', 4, True)
+    """
+    for name, value, least in (("num_envs", num_envs, 1), ("steps", steps, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"benchmark: {name} must be a positive int, got {value!r}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"benchmark: repeats must be a positive int, got {repeats!r}")
+    if competitor_steps is None:
+        competitor_steps = steps
+    elif not isinstance(competitor_steps, int) or competitor_steps < 1:
+        raise ValueError(
+            f"benchmark: competitor_steps must be None or a positive int, got {competitor_steps!r}"
+        )
+    if compare is not None and compare not in COMPETITORS:
+        raise ValueError(
+            f"benchmark: compare must be None or one of {COMPETITORS}, got {compare!r}"
+        )
+    if max_episode_steps is not None and (
+        not isinstance(max_episode_steps, int) or max_episode_steps < 1
+    ):
+        raise ValueError(
+            f"benchmark: max_episode_steps must be None or a positive int, got {max_episode_steps!r}"
+        )
+    env_kwargs = dict(env_kwargs or {})
+    competitors = None if compare is None else load_competitors(compare)
+    common: dict[str, Any] = {
+        "autoreset": autoreset,
+        "max_episode_steps": max_episode_steps,
+        "seed": seed,
+        "env_kwargs": env_kwargs,
+    }
+    ours = ParallaxRunner(env_id, num_envs, steps, **common)
+    theirs: Any = None
+    if competitors is not None:
+        theirs = competitors.make_runner(
+            compare,
+            env_id,
+            num_envs,
+            competitor_steps if compare == "sekai" else steps,
+            sample=ours.sample,
+            parallax_rl_python=parallax_rl_python,
+            **common,
+        )
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
+    bar = _progress(
+        1 + repeats + (0 if theirs is None else 1 + repeats),
+        f"{env_id} N={num_envs}",
+        progress,
+    )
+    try:
+        compile_seconds = ours.prepare()
+        if bar is not None:
+            bar.update()
+        their_compile = None
+        if theirs is not None:
+            their_compile = theirs.prepare()
+            if bar is not None:
+                bar.update()
+        ours_s: list[float] = []
+        theirs_s: list[float] = []
+        ended = their_ended = 0
+        for r in range(repeats):
+            # alternate the order so neither side always runs first after the other
+            order = [ours, theirs] if r % 2 == 0 else [theirs, ours]
+            for runner in order:
+                if runner is None:
+                    continue
+                seconds, n_ended = runner.run()
+                if runner is ours:
+                    ours_s.append(seconds)
+                    ended += n_ended
+                else:
+                    theirs_s.append(seconds)
+                    their_ended += n_ended
+                if bar is not None:
+                    bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+        ours.close()
+        if theirs is not None:
+            theirs.close()
+    env_steps = num_envs * steps
+    rate = _summary(ours_s, env_steps)
+    result: dict[str, Any] = {
+        "env": env_id,
+        "num_envs": num_envs,
+        "steps": steps,
+        "repeats": repeats,
+        "autoreset": autoreset,
+        "max_episode_steps": max_episode_steps,
+        "env_kwargs": env_kwargs,
+        "dtype": "float64" if jax.config.read("jax_enable_x64") else "float32",
+        "steps_per_second": rate["median"],
+        "steps_per_second_min": rate["min"],
+        "steps_per_second_max": rate["max"],
+        "seconds": ours_s,
+        "compile_seconds": compile_seconds,
+        "reset_seconds": ours.extra["reset_seconds"],
+        "episodes_ended": ended,
+        "state_bytes": ours.extra["state_bytes"],
+        "program_bytes": ours.extra["program_bytes"],
+        "device_memory": _device_memory(),
+        "peak_rss_bytes": _peak_rss_bytes(),
+    }
+    if theirs is not None:
+        their_steps = num_envs * (competitor_steps if compare == "sekai" else steps)
+        their_rate = _summary(theirs_s, their_steps)
+        result.update(
+            competitor=theirs.label,
+            competitor_steps_per_second=their_rate["median"],
+            competitor_steps_per_second_min=their_rate["min"],
+            competitor_steps_per_second_max=their_rate["max"],
+            competitor_seconds=theirs_s,
+            competitor_compile_seconds=their_compile,
+            competitor_episodes_ended=their_ended,
+            competitor_steps=their_steps // num_envs,
+            # per repeat: their seconds per env step / ours, then the median
+            ratio=float(
+                statistics.median(
+                    (t / their_steps) / (o / env_steps) for o, t in zip(ours_s, theirs_s)
+                )
+            ),
+            **{f"competitor_{k}": v for k, v in theirs.extra.items()},
+        )
+    result["load_average"] = [load_before, os.getloadavg() if load_before is not None else None]
+    result["backend"] = jax.default_backend()
+    result["jax_version"] = jax.__version__
+    result["machine"] = platform.machine()
+    return result

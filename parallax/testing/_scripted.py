@@ -1,0 +1,203 @@
+"""Scripted policies with expected outcomes, run by the battery.
+
+- `ScriptedPolicy`: a policy `policy(key, state) -> action` for one unbatched instance, the
+  number of steps to run it, and `expect(trajectory) -> bool array`, all True when the
+  outcome is the expected one (e.g. "selling everything at once costs the full impact");
+  `measure(trajectory)` (optional) is the value shown when it is not.
+- `Trajectory`: what `expect` receives: `states` (the reset state, then the state after each
+  step; leaves `(num_steps + 1, ...)`) and `actions` (`(num_steps, ...)`). After the
+  episode ends, the remaining states repeat the final one (stepping a finished episode is
+  undefined, so the run stops there) and the actions still record what the policy chose.
+- `as_scripted`, `scripted_policies_of`: the declaration of an env: an explicit mapping, the
+  env's `scripted_policies` attribute, or the bundled finance envs'.
+- `run_scripted_policies`: run each policy from `num_keys` resets inside
+  `jax.jit(jax.vmap(lax.scan))` and raise `CheckError("scripted_policies/<name>")` at the
+  first key whose trajectory does not meet the expectation.
+
+A declaration is `{name: ScriptedPolicy}` or `{name: {"policy": ..., "expect": ..., and
+optionally "num_steps", "measure", "description"}}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._wrappers.base import unwrap_layers
+from ._errors import CheckError
+from ._invariants import declared_on
+from ._report import CheckReport
+
+__all__ = [
+    "ScriptedPolicy",
+    "Trajectory",
+    "as_scripted",
+    "run_scripted_policies",
+    "scripted_policies_of",
+]
+
+_OWNER = "scripted_policies"
+
+
+class Trajectory(NamedTuple):
+    """One scripted run: `states` `(T + 1, ...)` (reset first) and `actions` `(T, ...)`."""
+
+    states: Any
+    actions: Any
+
+
+@dataclass(frozen=True)
+class ScriptedPolicy:
+    """A scripted policy and the outcome it must produce.
+
+    Args:
+        policy: `policy(key, state) -> action` for one unbatched instance.
+        expect: `expect(trajectory) -> bool array`, all True when the outcome is right.
+        num_steps: steps to run (positive int, default 16).
+        measure: optional `measure(trajectory) -> array`, shown on failure.
+        description: what the policy does and what it must produce, in words.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax import TimeLimit
+        >>> from parallax.envs import GridWorld
+        >>> from parallax.testing import ScriptedPolicy, run_scripted_policies
+        >>> stay_up = ScriptedPolicy(
+        ...     policy=lambda key, state: jnp.int32(0),
+        ...     expect=lambda traj: traj.states.step_count <= 3,
+        ...     num_steps=4,
+        ... )
+        >>> env = TimeLimit(GridWorld(), 3)
+        >>> run_scripted_policies(env, {"up": stay_up}, jax.random.key(0)).passed
+        ['up']
+    """
+
+    policy: Callable[[Any, Any], Any]
+    expect: Callable[[Trajectory], Any]
+    num_steps: int = 16
+    measure: Callable[[Trajectory], Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.policy):
+            raise TypeError(f"ScriptedPolicy: policy must be callable, got {self.policy!r}")
+        if not callable(self.expect):
+            raise TypeError(f"ScriptedPolicy: expect must be callable, got {self.expect!r}")
+        steps = self.num_steps
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
+            raise ValueError(f"ScriptedPolicy: num_steps must be a positive int, got {steps!r}")
+        if self.measure is not None and not callable(self.measure):
+            raise TypeError(f"ScriptedPolicy: measure must be callable, got {self.measure!r}")
+
+
+def as_scripted(declared: Any) -> dict[str, ScriptedPolicy]:
+    """A declaration (see the module docstring) as `{name: ScriptedPolicy}`."""
+    if not isinstance(declared, Mapping):
+        raise TypeError(
+            f"{_OWNER}: scripted policies must be a mapping name -> ScriptedPolicy (or a "
+            f"dict of its fields), got {declared!r}"
+        )
+    out = {}
+    for name, entry in declared.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"{_OWNER}: a scripted policy name must be a non-empty str, got {name!r}"
+            )
+        if isinstance(entry, Mapping):
+            entry = ScriptedPolicy(**entry)
+        if not isinstance(entry, ScriptedPolicy):
+            raise TypeError(
+                f"{_OWNER}: scripted policy {name!r} must be a ScriptedPolicy or a dict of "
+                f"its fields, got {entry!r}"
+            )
+        out[name] = entry
+    return out
+
+
+def scripted_policies_of(env: Any, declared: Any = None) -> dict[str, ScriptedPolicy] | None:
+    """The scripted policies of `env`: `declared`, else a `scripted_policies` attribute on
+    any layer of the stack, else the bundled finance envs' (None when there are none)."""
+    if declared is not None:
+        return as_scripted(declared)
+    for layer in unwrap_layers(env):
+        found = declared_on(layer, "scripted_policies")
+        if found is not None:
+            return as_scripted(found)
+    base = unwrap_layers(env)[-1]
+    if any(c.__module__.startswith("parallax.finance") for c in type(base).__mro__):
+        from ..finance._invariants import scripted_policies_for
+
+        found = scripted_policies_for(base)
+        if found:
+            return as_scripted(found)
+    return None
+
+
+def _run_one(env: Any, scripted: ScriptedPolicy, keys: Any) -> Any:
+    def episode(key: Any) -> tuple[Any, Any]:
+        k_reset, k_policy = jax.random.split(key)
+        s0 = env.reset(key=k_reset)
+
+        def body(state: Any, t: Any) -> tuple[Any, tuple[Any, Any]]:
+            action = scripted.policy(jax.random.fold_in(k_policy, t), state)
+            # a finished episode is not stepped again: its last state repeats
+            nxt = jax.lax.cond(state.done, lambda: state, lambda: env.step(state, action))
+            return nxt, (nxt, action)
+
+        steps = jnp.arange(scripted.num_steps, dtype=jnp.int32)
+        _, (posts, actions) = jax.lax.scan(body, s0, steps)
+        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, posts)
+        traj = Trajectory(states, actions)
+        ok = jnp.all(jnp.asarray(scripted.expect(traj)))
+        measured = scripted.measure(traj) if scripted.measure is not None else ok
+        return ok, measured
+
+    return jax.jit(jax.vmap(episode))(keys)
+
+
+def run_scripted_policies(
+    env: Any, scripted: Mapping[str, ScriptedPolicy], key: Any, *, num_keys: int = 4
+) -> CheckReport:
+    """Run every scripted policy from `num_keys` resets; raise at the first unmet outcome.
+
+    Args:
+        env: a single (unbatched) env.
+        scripted: `{name: ScriptedPolicy}` (or dicts of its fields).
+        key: a PRNG key; each policy runs from the resets of `num_keys` keys split from it.
+        num_keys: how many episodes per policy (positive int).
+
+    Returns:
+        A `CheckReport` listing the policies that met their expectations.
+
+    Raises:
+        CheckError: `scripted_policies/<name>`, naming the key index (as the env index),
+            the policy's description and its measured outcome.
+    """
+    policies = as_scripted(dict(scripted))
+    if isinstance(num_keys, bool) or not isinstance(num_keys, int) or num_keys < 1:
+        raise ValueError(f"{_OWNER}: num_keys must be a positive int, got {num_keys!r}")
+    keys = jax.random.split(key, num_keys)
+    report = CheckReport(_OWNER)
+    for name, policy in policies.items():
+        ok, measured = _run_one(env, policy, keys)
+        ok = np.asarray(ok)
+        if not ok.all():
+            i = int(np.argwhere(~ok)[0][0])
+            raise CheckError(
+                f"{_OWNER}/{name}",
+                f"the scripted policy {name!r} did not produce its expected outcome"
+                + (f" ({policy.description})" if policy.description else ""),
+                env_index=i,
+                expected=policy.description or "expect(trajectory) all True",
+                got=jax.tree.map(lambda x, i=i: np.asarray(x)[i], measured),
+                hint=f"episode {i} of {num_keys} (keys split from the battery's key) ran "
+                f"{policy.num_steps} steps",
+            )
+        report.passed.append(name)
+    report.stats["episodes_per_policy"] = num_keys
+    return report

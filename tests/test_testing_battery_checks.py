@@ -1,0 +1,421 @@
+"""The battery checks of issue 18: invariant sweep, boundary actions, auto-reset, scripted
+policies. Each passes on working envs and fails, naming the rule, on a planted bug."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from parallax import AutoResetWrapper, State, TimeLimit, VmapAutoResetWrapper, spaces
+from parallax.envs import GridWorld
+from parallax.finance import MarketMakingEnv, OptimalExecutionEnv, PortfolioEnv, TradingEnv
+from parallax.finance._invariants import invariants_for, scripted_policies_for
+from parallax.testing import (
+    Battery,
+    CheckError,
+    CheckSkipped,
+    ScriptedPolicy,
+    run_battery,
+)
+
+NEW_CHECKS = ["invariant_sweep", "boundary_actions", "auto_reset", "scripted_policies"]
+# (PortfolioEnv's Dict observation also runs structured_spaces, see the end)
+
+
+# -- Line: a position on 0..4, actions left / stay / right (Discrete) -------------------------
+class Line:
+    """Walk on 0..4; out-of-range actions clip (the documented rule)."""
+
+    action_space = spaces.Discrete(3)
+    observation_space = spaces.Box(0.0, 4.0, (1,))
+    upper = 4.0
+
+    @staticmethod
+    def invariants_fn(state):
+        return (state.env_state >= 0) & (state.env_state <= 4)
+
+    invariants: ClassVar = {"position_on_the_line": invariants_fn}
+
+    def move(self, action):
+        return jnp.clip(jnp.asarray(action), 0, 2).astype(jnp.float32) - 1.0
+
+    def reset(self, *, key):
+        pos = jax.random.randint(key, (), 0, 5).astype(jnp.float32)
+        return self._state(pos, jnp.float32(0.0), jnp.int32(0), key)
+
+    def step(self, state, action):
+        pos = jnp.clip(state.env_state + self.move(action), 0.0, self.upper)
+        return self._state(pos, -jnp.abs(pos - 2.0), state.step_count + 1, state.key)
+
+    def _state(self, pos, reward, count, key):
+        return State(
+            env_state=pos,
+            observation=pos[None],
+            reward=reward,
+            termination=jnp.bool_(False),
+            truncation=jnp.bool_(False),
+            info={},
+            step_count=count,
+            key=key,
+        )
+
+
+class OffByOneLine(Line):
+    """Planted bug: the wall is at 5, so the position leaves 0..4."""
+
+    upper = 5.0
+
+
+class WrappingLine(Line):
+    """Planted bug: out-of-range actions wrap around (`action % 3`) instead of clipping."""
+
+    def move(self, action):
+        return (jnp.asarray(action) % 3).astype(jnp.float32) - 1.0
+
+
+class Dial:
+    """A Box action in [-1, 1] sets a dial; out-of-range actions clip."""
+
+    action_space = spaces.Box(-1.0, 1.0, (2,))
+    observation_space = spaces.Box(-1.0, 1.0, (2,))
+
+    def clip(self, action):
+        return jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
+
+    def reward(self, dial):
+        return -jnp.sum(jnp.square(dial))
+
+    def reset(self, *, key):
+        dial = jax.random.uniform(key, (2,), jnp.float32, -1.0, 1.0)
+        return self._state(dial, jnp.float32(0.0), jnp.int32(0), key)
+
+    def step(self, state, action):
+        dial = self.clip(action)
+        return self._state(dial, self.reward(dial), state.step_count + 1, state.key)
+
+    def _state(self, dial, reward, count, key):
+        return State(dial, dial, reward, jnp.bool_(False), jnp.bool_(False), {}, count, key)
+
+
+class UnclippedDial(Dial):
+    """Planted bug: the action is used as it comes (and the observation leaves its space)."""
+
+    def clip(self, action):
+        return jnp.asarray(action, jnp.float32)
+
+
+class SingularDial(Dial):
+    """Planted bug: the reward divides by `1 - dial`, infinite on the edge `high`."""
+
+    def reward(self, dial):
+        return jnp.sum(1.0 / (1.0 - dial)).astype(jnp.float32)
+
+
+def _fails(factory, check, **options):
+    battery = Battery(factory, num_steps=6, batch_size=2, options=options)
+    with pytest.raises(CheckError) as info:
+        battery.run(check)
+    return info.value
+
+
+# -- invariant sweep ---------------------------------------------------------------------------
+def test_invariant_sweep_passes_and_counts_what_it_swept():
+    report = Battery(lambda: TimeLimit(Line(), 4), num_steps=6, batch_size=2).run("invariant_sweep")
+    assert report.passed == ["position_on_the_line"]
+    assert report.stats["envs"] == 32 and report.stats["steps"] == 24
+
+
+def test_invariant_sweep_reports_the_first_violation():
+    error = _fails(OffByOneLine, "invariant_sweep", invariant_envs=8, invariant_steps=12)
+    assert error.check == "invariant_sweep/position_on_the_line"
+    assert error.field == "position_on_the_line"
+    assert error.step is not None and error.step >= 1
+    assert error.env_index is not None and 0 <= error.env_index < 8
+    assert error.got["env_state"] == 5.0  # the offending value, shown
+
+
+def test_invariant_sweep_of_a_vector_env_names_the_env_of_the_batch():
+    from parallax import VmapWrapper
+
+    error = _fails(lambda: VmapWrapper(OffByOneLine(), 3), "invariant_sweep", invariant_envs=2)
+    assert error.check == "invariant_sweep/position_on_the_line"
+    assert error.env_index is not None and 0 <= error.env_index < 6
+
+
+def test_invariants_given_as_an_option_and_validated():
+    def never(state):
+        return state.step_count < 0
+
+    error = _fails(GridWorld, "invariant_sweep", invariants=[never], invariant_envs=2)
+    assert error.check == "invariant_sweep/never" and error.step == 0
+    with pytest.raises(TypeError, match="named function"):
+        Battery(GridWorld, options={"invariants": [lambda s: True]}).run("invariant_sweep")
+    with pytest.raises(CheckSkipped, match="no invariants declared"):
+        Battery(GridWorld).run("invariant_sweep")
+
+
+class DriftingTrading(TradingEnv):
+    """Planted bug: the stored position drifts away from what the observation reports."""
+
+    def step(self, state, action, params=None):
+        out = super().step(state, action, params)
+        es = out.env_state
+        return dataclasses.replace(
+            out, env_state=dataclasses.replace(es, position=es.position + 0.25)
+        )
+
+
+def test_finance_invariants_catch_a_drifting_position():
+    env = DriftingTrading()
+    assert set(invariants_for(env)) >= {"observation_ends_with_position", "info_reports_state"}
+    error = _fails(lambda: env, "invariant_sweep", invariant_envs=2, invariant_steps=2)
+    assert error.check in (
+        "invariant_sweep/info_reports_state",
+        "invariant_sweep/observation_ends_with_position",
+    )
+    assert error.step == 1
+
+
+# -- boundary and invalid actions ---------------------------------------------------------------
+def test_boundary_actions_pass_on_clipping_envs():
+    for factory in (Line, Dial, GridWorld):
+        report = Battery(factory, num_steps=4, batch_size=2).run("boundary_actions")
+        assert report.passed == ["in_range", "out_of_range"]
+
+
+def test_wrapping_discrete_actions_break_the_clip_rule():
+    error = _fails(WrappingLine, "boundary_actions")
+    assert error.check == "boundary_actions/out_of_range"
+    assert "does not act as the clipped action" in str(error)
+
+
+def test_unclipped_box_actions_break_the_clip_rule():
+    error = _fails(UnclippedDial, "boundary_actions")
+    assert error.check == "boundary_actions/out_of_range"
+    assert "below low" in str(error)
+
+
+def test_an_edge_action_that_gives_an_infinite_reward():
+    error = _fails(SingularDial, "boundary_actions")
+    assert error.check == "boundary_actions/in_range"
+    assert error.field == "reward" and "high" in str(error)
+
+
+# -- auto-reset ---------------------------------------------------------------------------------
+class LosesFinalObservation(AutoResetWrapper):
+    """Planted bug: a batch auto-reset that overwrites the terminal observation."""
+
+    def step(self, state, action, params=None):
+        out = super().step(state, action, params)
+        return dataclasses.replace(out, info={**out.info, "final_observation": out.observation})
+
+
+class DropsTheReward(AutoResetWrapper):
+    """Planted bug: the reset state carries reward 0, not the finishing step's reward."""
+
+    def step(self, state, action, params=None):
+        out = super().step(state, action, params)
+        return dataclasses.replace(out, reward=jnp.where(out.done, 0.0, out.reward))
+
+
+class KeepsTheOldEpisode(AutoResetWrapper):
+    """Planted bug: the 'new' episode keeps the finished episode's env_state."""
+
+    def step(self, state, action, params=None):
+        inner = self.env.step(self._strip(state), action)
+        out = super().step(state, action, params)
+        return dataclasses.replace(out, env_state=inner.env_state)
+
+
+def _vector_line(wrapper):
+    from parallax import VmapWrapper
+
+    return lambda: wrapper(VmapWrapper(TimeLimit(Line(), 3), 3))
+
+
+def test_auto_reset_passes_for_single_vector_and_autoreset_envs():
+    for factory in (
+        Line,
+        lambda: VmapAutoResetWrapper(TimeLimit(GridWorld(), 4), 3),
+        _vector_line(AutoResetWrapper),
+    ):
+        report = Battery(factory, num_steps=8, batch_size=2).run("auto_reset")
+        assert report.passed == ["final_observation", "outcome_kept", "fresh_reset"]
+        assert report.stats["episodes_ended"] > 0
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "rule"),
+    [
+        (LosesFinalObservation, "final_observation"),
+        (DropsTheReward, "outcome_kept"),
+        (KeepsTheOldEpisode, "fresh_reset"),
+    ],
+)
+def test_broken_batch_auto_resets_are_caught(wrapper, rule):
+    error = _fails(_vector_line(wrapper), "auto_reset")
+    assert error.check == f"auto_reset/{rule}"
+    assert error.step is not None and error.env_index is not None
+
+
+class OwnAutoReset:
+    """A user's own batch auto-reset (not Parallax's wrapper) that forgets final_observation."""
+
+    autoreset_mode = "same-step"
+    num_envs = 2
+
+    def __init__(self):
+        from parallax import VmapWrapper
+
+        self.inner = VmapWrapper(TimeLimit(Line(), 3), 2)
+        self.action_space = self.inner.action_space
+        self.observation_space = self.inner.observation_space
+
+    def reset(self, *, key):
+        return self.inner.reset(key=key)
+
+    def step(self, state, action):
+        out = self.inner.step(state, action)
+        return self.inner.reset(key=out.key, state=out, done=out.done)
+
+
+def test_a_users_own_auto_reset_must_keep_the_final_observation():
+    error = _fails(OwnAutoReset, "auto_reset")
+    assert error.check == "auto_reset/final_observation"
+
+
+# -- scripted policies --------------------------------------------------------------------------
+RIGHT_TO_THE_WALL = ScriptedPolicy(
+    policy=lambda key, state: jnp.int32(2),
+    expect=lambda traj: traj.states.env_state[-1] == 4.0,
+    measure=lambda traj: traj.states.env_state[-1],
+    num_steps=5,
+    description="always right ends on the wall at 4",
+)
+
+
+def test_scripted_policy_passes_and_fails_on_a_planted_bug():
+    options = {"scripted_policies": {"right": RIGHT_TO_THE_WALL}}
+    report = Battery(Line, num_steps=4, batch_size=2, options=options).run("scripted_policies")
+    assert report.passed == ["right"]
+    error = _fails(OffByOneLine, "scripted_policies", **options)
+    assert error.check == "scripted_policies/right"
+    assert float(error.got) == 5.0 and "wall at 4" in str(error)
+
+
+def test_scripted_policy_arguments_are_validated():
+    with pytest.raises(ValueError, match="num_steps must be a positive int, got 0"):
+        ScriptedPolicy(policy=lambda k, s: 0, expect=lambda t: True, num_steps=0)
+    with pytest.raises(TypeError, match="expect must be callable"):
+        ScriptedPolicy(policy=lambda k, s: 0, expect=True)
+
+
+class ImpactFreeExecution(OptimalExecutionEnv):
+    """Planted bug: selling costs no temporary impact (the shortfall is not recorded)."""
+
+    def step(self, state, action, params=None):
+        out = super().step(state, action, params)
+        return dataclasses.replace(
+            out, info={**out.info, "implementation_shortfall": jnp.zeros_like(out.reward)}
+        )
+
+
+def test_finance_scripted_policy_catches_a_missing_impact():
+    env = ImpactFreeExecution()
+    assert "sell_all_at_once_costs_full_impact" in scripted_policies_for(env)
+    error = _fails(lambda: env, "scripted_policies", scripted_keys=1)
+    assert error.check == "scripted_policies/sell_all_at_once_costs_full_impact"
+
+
+# -- structured spaces (rung 7) -----------------------------------------------------------------
+class Pocket:
+    """Dict observation `{"pos": Box(2), "mode": Discrete(3)}`, Tuple action (mode, push)."""
+
+    observation_space = spaces.PyTreeSpace(
+        {"pos": spaces.Box(-1.0, 1.0, (2,)), "mode": spaces.Discrete(3)}
+    )
+    action_space = spaces.PyTreeSpace((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,))))
+
+    def pos(self, pos):
+        return pos
+
+    def reset(self, *, key):
+        pos = jax.random.uniform(key, (2,), jnp.float32, -1.0, 1.0)
+        return self._state(pos, jnp.int32(0), jnp.float32(0.0), jnp.int32(0), key)
+
+    def step(self, state, action):
+        mode, push = action
+        mode = jnp.clip(jnp.asarray(mode), 0, 2).astype(jnp.int32)
+        pos = jnp.clip(state.env_state["pos"] + 0.5 * jnp.clip(push, -1.0, 1.0), -1.0, 1.0)
+        reward = -jnp.sum(jnp.square(pos)).astype(jnp.float32)
+        return self._state(pos.astype(jnp.float32), mode, reward, state.step_count + 1, state.key)
+
+    def _state(self, pos, mode, reward, count, key):
+        inner = {"pos": pos, "mode": mode}
+        obs = {"pos": self.pos(pos), "mode": mode}
+        return State(inner, obs, reward, jnp.bool_(False), jnp.bool_(False), {}, count, key)
+
+
+class WidePocket(Pocket):
+    """Planted bug: under x64 the position is reported as float64 (the space says float32);
+    the parallax contract accepts any float kind, the Gymnasium equivalent does not."""
+
+    def pos(self, pos):
+        return pos.astype(jnp.float64)
+
+
+def test_structured_spaces_round_trip():
+    with jax.enable_x64(True):
+        report = Battery(Pocket, num_steps=4, batch_size=2).run("structured_spaces")
+    assert report.passed == ["gymnasium_space", "flatten_roundtrip", "gymnasium_export"]
+    assert report.stats["values_round_tripped"] == 8 + 8 + 5
+    with pytest.raises(CheckSkipped, match="Dict/Tuple"):
+        Battery(Line).run("structured_spaces")
+
+
+def test_a_leaf_in_the_wrong_dtype_breaks_the_gymnasium_space():
+    with jax.enable_x64(True):
+        Battery(WidePocket, num_steps=4, batch_size=2).run("contract")  # the contract passes
+        error = _fails(WidePocket, "structured_spaces")
+    assert error.check == "structured_spaces/gymnasium_space"
+    assert "float64" in str(error) and "the reset observation" in str(error)
+
+
+# -- the bundled finance envs pass all four ------------------------------------------------------
+FINANCE_OPTIONS = {"invariant_envs": 4, "invariant_steps": 8, "scripted_keys": 2}
+
+
+@pytest.mark.parametrize("factory", [PortfolioEnv, MarketMakingEnv, OptimalExecutionEnv])
+def test_finance_envs_pass_the_new_checks(factory):
+    outcomes = run_battery(
+        factory, num_steps=4, batch_size=2, checks=NEW_CHECKS, options=FINANCE_OPTIONS
+    )
+    assert [(o.check, o.status, o.message) for o in outcomes] == [
+        (name, "pass", "") for name in NEW_CHECKS
+    ]
+    sweep = outcomes[0].report
+    assert sweep is not None and len(sweep.passed) == 4
+    assert len(outcomes[3].report.passed) == 2
+    if factory is PortfolioEnv:  # a Dict observation space
+        (spaces_outcome,) = run_battery(factory, num_steps=4, checks=["structured_spaces"])
+        assert spaces_outcome.status == "pass", spaces_outcome.message
+
+
+def test_trading_env_passes_all_but_the_negative_action_rule():
+    """Found by `boundary_actions`: `TradingEnv` indexes `positions[action]`, and JAX wraps a
+    negative index, so action -1 trades to the *last* position instead of the first (its
+    docstring and docs/protocol.md say out-of-range indices are clamped). The finance env
+    is being rewritten elsewhere; when it clips, this test fails and the Trading case joins
+    the one above."""
+    outcomes = run_battery(
+        TradingEnv, num_steps=4, batch_size=2, checks=NEW_CHECKS, options=FINANCE_OPTIONS
+    )
+    status = {o.check: o.status for o in outcomes}
+    assert status == dict.fromkeys(NEW_CHECKS, "pass") | {"boundary_actions": "fail"}
+    message = next(o.message for o in outcomes if o.check == "boundary_actions")
+    assert message.startswith("boundary_actions/out_of_range failed")
+    assert "the out-of-range action -1" in message and "position" in message
