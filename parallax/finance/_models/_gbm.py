@@ -192,8 +192,12 @@ class CointegratedPair(MarketModel):
     `log P2 = log s0_1 + x - s/2`. State `"spread"`: `s_t`.
 
     Args:
-        mu, sigma (>= 0): the trend; theta (> 0), spread_sigma (>= 0): the spread (all
-        scalars); s0: scalar or length 2 (> 0); dt: as `GBM`.
+        mu: drift of the common trend (a scalar).
+        sigma: volatility of the common trend (a scalar, >= 0).
+        theta: mean-reversion speed of the spread (a scalar, > 0).
+        spread_sigma: volatility of the spread (a scalar, >= 0).
+        s0: initial prices, a scalar or length 2 (> 0).
+        dt: as `GBM`.
     """
 
     _leaves = ("mu", "sigma", "theta", "spread_sigma", "s0", "dt")

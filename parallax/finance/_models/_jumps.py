@@ -43,8 +43,15 @@ class MertonJumpDiffusion(MarketModel):
     JUMP_COUNT), `w` slot JUMP_SIZE. State `"jumps"`: the count of the step ending at the row.
 
     Args:
-        mu, sigma: as `GBM`; jump_intensity: jumps per year (>= 0); jump_mean: mean log
-        jump; jump_std: std of a log jump (>= 0); s0, corr, dt, n_assets: as `GBM`.
+        mu: as `GBM`.
+        sigma: as `GBM`.
+        jump_intensity: jumps per year (>= 0).
+        jump_mean: mean of a log jump.
+        jump_std: standard deviation of a log jump (>= 0).
+        s0: as `GBM`.
+        corr: as `GBM`.
+        dt: as `GBM`.
+        n_assets: as `GBM`.
     """
 
     _leaves = ("mu", "sigma", "jump_intensity", "jump_mean", "jump_std", "s0", "dt", "chol")

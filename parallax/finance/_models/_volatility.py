@@ -142,8 +142,14 @@ class GARCH(MarketModel):
     `mu dt + eps`, then `h <- omega + alpha eps^2 + beta h`. State `"variance"`: `h_t`.
 
     Args:
-        omega: per-step variance intercept (> 0); alpha (>= 0), beta (>= 0) with
-        alpha + beta < 1; mu: annualised drift; s0, corr, dt, n_assets: as `GBM`.
+        omega: per-step variance intercept (> 0).
+        alpha: weight of the last squared shock (>= 0, with `alpha + beta < 1`).
+        beta: weight of the last variance (>= 0, with `alpha + beta < 1`).
+        mu: annualised drift.
+        s0: as `GBM`.
+        corr: as `GBM`.
+        dt: as `GBM`.
+        n_assets: as `GBM`.
     """
 
     _leaves = ("omega", "alpha", "beta", "mu", "s0", "dt", "chol")
