@@ -352,11 +352,17 @@ def test_params_must_be_the_envs_params_class_and_the_error_says_how_to_build_on
     assert float(env.params.replace(sigma=0.3).sigma) == 0.3
 
 
-def test_valid_sekai_sources_are_refused_clearly():
-    with pytest.raises(NotImplementedError, match="data="):
-        pf.TradingEnv(data=sf.MarketData(_history(40)[:, None]), **SHORT)
-    with pytest.raises(NotImplementedError, match="model="):
-        pf.PortfolioEnv(model=sf.GBM(mu=[0.0, 0.1], sigma=[0.1, 0.2]), **SHORT)
+def test_valid_sekai_sources_are_accepted_and_untraceable_ones_refused_clearly():
+    # (the step-by-step comparisons with sekai are in tests/test_finance_sources.py)
+    trading = pf.TradingEnv(data=sf.MarketData(_history(40)[:, None]), **SHORT)
+    assert trading.n_starts == 40 - 9 + 1 and trading.inputs is not None
+    portfolio = pf.PortfolioEnv(model=sf.GBM(mu=[0.0, 0.1], sigma=[0.1, 0.2]), **SHORT)
+    assert portfolio.n_assets == 2 and isinstance(portfolio.params.model, pf.GBM)
+    factory = sf.Randomized(lambda rng: sf.GBM(sigma=rng.uniform(0.1, 0.3)))
+    with pytest.raises(TypeError, match=r"TradingEnv: model= .*Randomized\(models, ranges\)"):
+        pf.TradingEnv(model=factory, **SHORT)
+    with pytest.raises(TypeError, match=r"model= takes a market model .*got str"):
+        pf.TradingEnv(model="heston", **SHORT)
 
 
 def test_default_correlation_is_sekais_matrix():

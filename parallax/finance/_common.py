@@ -106,11 +106,20 @@ class ParamsMethods:
     def as_arrays(self: P, dtype: Any = None) -> P:
         """Every leaf (nested cost and reward leaves too) as an array of `dtype`.
 
+        A market model (`model=`) is kept as it is: it casts its own leaves when it runs
+        (some are integers, e.g. `BlockBootstrap.block_size`).
+
         Args:
             dtype: a float dtype; default the default float dtype (float64 under x64).
         """
+        from ._models import MarketModel
+
         dt = float_dtype() if dtype is None else dtype
-        return jax.tree.map(lambda x: jnp.asarray(x, dtype=dt), self)  # type: ignore[no-any-return]
+
+        def cast(x: Any) -> Any:
+            return x if isinstance(x, MarketModel) else jnp.asarray(x, dtype=dt)
+
+        return jax.tree.map(cast, self, is_leaf=lambda x: isinstance(x, MarketModel))  # type: ignore[no-any-return]
 
 
 def resolve_params(params: Any, default: P, *, dtype: Any = None, barrier: bool = True) -> P:

@@ -1,7 +1,7 @@
 """The price-history plumbing shared by `TradingEnv` and `PortfolioEnv`.
 
 - `check_sources`: sekai's checks of the `prices=` / `data=` / `model=` arguments.
-- `unsupported_source`: the refusal of a valid `data=` / `model=` (not supported yet).
+- `as_market_model`: a `model=` as a parallax market model (sekai simulators converted).
 - `HistoryEnv`: the base class with what both envs share (on top of `FinanceEnv`): the
   price source, the sampler, the resolution of a per-reset `start` (sekai's
   `options={"start": ...}`), the window start chosen at reset (from `start`, the sampler,
@@ -25,10 +25,37 @@ from ._common import FinanceEnv
 from ._market import SLOTS, Market
 from ._samplers import FixedStart, RandomStart, Sampler, SequentialStart
 
-__all__ = ["HistoryEnv", "check_sources", "unsupported_source"]
+__all__ = ["HistoryEnv", "as_market_model", "check_sources"]
+
+
+def as_market_model(env: str, model: Any) -> Any:
+    """`model=` as a parallax market model: ours as is, a sekai simulator converted.
+
+    Raises:
+        TypeError: neither (naming the type), or a sekai model that cannot be converted
+            (sekai's `Randomized`, whose factory is arbitrary Python: build
+            `parallax.finance.Randomized(models, ranges)` instead).
+    """
+    from ._models import MarketModel, from_sekai
+
+    if isinstance(model, MarketModel):
+        return model
+    if type(model).__module__.startswith("sekai."):
+        try:
+            return from_sekai(model)
+        except TypeError as err:
+            raise TypeError(f"{env}: model= {err}") from None
+    raise TypeError(
+        f"{env}: model= takes a market model (parallax.finance.GBM, Heston, ... or a sekai "
+        f"simulator), got {type(model).__name__}"
+    )
 
 
 def _is_market_data(x: Any) -> bool:
+    from ._data import MarketData
+
+    if isinstance(x, MarketData):
+        return True
     return type(x).__name__ == "MarketData" and type(x).__module__.startswith("sekai.")
 
 
@@ -36,30 +63,20 @@ def check_sources(env: str, *, prices: Any, data: Any, model: Any) -> None:
     """At most one price source, each of the right kind (sekai's checks and error types).
 
     Raises:
-        TypeError: a sekai `MarketData` passed as `prices=`, or a non-`MarketData` as `data=`.
+        TypeError: a `MarketData` (ours or sekai's) passed as `prices=`, or a
+            non-`MarketData` as `data=`.
         ValueError: more than one source.
-        NotImplementedError: a valid `data=` or `model=` (not supported by parallax yet).
     """
     if _is_market_data(prices):
         raise TypeError(f"{env}: pass a MarketData as data=, not prices=")
     if data is not None and not _is_market_data(data):
-        raise TypeError(f"{env}: data= takes a sekai MarketData, got {type(data).__name__}")
+        raise TypeError(
+            f"{env}: data= takes a MarketData (parallax.finance.MarketData or sekai's), got "
+            f"{type(data).__name__}; pass a price array or pandas object as prices="
+        )
     given = [n for n, v in (("prices", prices), ("data", data), ("model", model)) if v is not None]
     if len(given) > 1:
         raise ValueError(f"{env} got {' and '.join(g + '=' for g in given)}; pass one source")
-
-
-def unsupported_source(env: str, data: Any, model: Any) -> None:
-    """Refuse a valid `data=` or `model=` source, which parallax does not support yet."""
-    if data is not None:
-        raise NotImplementedError(
-            f"{env}: data= (a sekai MarketData) is not supported; pass its prices as prices="
-        )
-    if model is not None:
-        raise NotImplementedError(
-            f"{env}: model= (a sekai market model) is not supported; the built-in GBM "
-            "(mu=, sigma=, ...) and prices= are"
-        )
 
 
 class HistoryEnv(FinanceEnv):
@@ -68,6 +85,8 @@ class HistoryEnv(FinanceEnv):
     market: Market
     sampler: Sampler
     timestamps: np.ndarray | None
+    inputs: Any = None
+    """The `MarketInputs` of a `data=` source (None otherwise)."""
     _name: str
 
     # -- construction helpers --------------------------------------------------------------
@@ -75,7 +94,7 @@ class HistoryEnv(FinanceEnv):
         """A fixed start must be a valid window (sekai checks it at reset; we check here)."""
         if self.market.simulated:
             return
-        n_valid = self.market.n_starts
+        n_valid = self.market.n_valid
         sampler = self.sampler
         if isinstance(sampler, FixedStart | SequentialStart) and sampler.start >= n_valid:
             raise ValueError(
@@ -115,9 +134,13 @@ class HistoryEnv(FinanceEnv):
             TypeError: a bool.
         """
         if self.market.simulated:
-            raise ValueError(f"{self._name}: start= needs a price history (prices=)")
+            raise ValueError(f"{self._name}: start= needs a price history (prices= or data=)")
         if isinstance(start, bool | np.bool_):
             raise TypeError(f"start must be a row position or a timestamp, got {start!r}")
+        if self.inputs is not None:
+            if isinstance(start, jax.Array) and not isinstance(start, jax.core.Tracer):
+                start = int(start)
+            return int(self.inputs.decision_row(start))
         n_rows = self.market.n_rows
         if isinstance(start, int | np.integer):
             row = int(start) if start >= 0 else n_rows + int(start)
@@ -174,13 +197,15 @@ class HistoryEnv(FinanceEnv):
             int64 `(count,)` rows, what sekai's sequential sampler would hand out in turn.
         """
         if self.market.simulated:
-            raise ValueError(f"{self._name}: sequential starts need a price history (prices=)")
+            raise ValueError(
+                f"{self._name}: sequential starts need a price history (prices= or data=)"
+            )
         if sampler is None:
             sampler = (
                 self.sampler if isinstance(self.sampler, SequentialStart) else SequentialStart()
             )
-        positions = sampler.positions(self.market.n_starts, self.market.episode_length, count)
-        return positions + self.market.lookback
+        positions = sampler.positions(self.market.n_valid, self.market.episode_length, count)
+        return positions + self.market.first_start + self.market.lookback
 
     def _window_start(self, episode_key: Array, start: Any, previous: Any = None) -> Array:
         """The window start row for a reset: from `start` (a decision row) or the sampler.
@@ -191,13 +216,14 @@ class HistoryEnv(FinanceEnv):
         market = self.market
         if start is not None:
             if market.simulated:
-                raise ValueError(f"{self._name}: start= needs a price history (prices=)")
+                raise ValueError(f"{self._name}: start= needs a price history (prices= or data=)")
             if isinstance(start, jax.core.Tracer) or (
                 isinstance(start, jax.Array) and start.ndim > 0
             ):
                 row = jnp.asarray(start, jnp.int32)
                 row = jnp.where(row < 0, row + market.n_rows, row)
-                first, last = market.lookback, market.lookback + market.n_starts - 1
+                first = market.lookback + market.first_start
+                last = market.lookback + market.n_starts - 1
                 row = eqx.error_if(
                     row,
                     (row < first) | (row > last),
@@ -208,16 +234,18 @@ class HistoryEnv(FinanceEnv):
         if market.simulated:
             return jnp.zeros((), jnp.int32)
         sampler = self.sampler
+        first = market.first_start  # sampler position k is the window at row first + k
         if isinstance(sampler, RandomStart):
-            return rng.randint(episode_key, 0, SLOTS.START, 0, market.n_starts, dtype=jnp.int32)
+            pos = rng.randint(episode_key, 0, SLOTS.START, 0, market.n_valid, dtype=jnp.int32)
+            return pos + first if first else pos
         if isinstance(sampler, SequentialStart) and previous is not None:
-            # The window start row is the sampler's position (the first window is row 0).
-            return sampler.next_position(
-                previous.env_state.market.start,
-                n_valid=market.n_starts,
+            pos = sampler.next_position(
+                previous.env_state.market.start - first,
+                n_valid=market.n_valid,
                 episode_length=market.episode_length,
             )
-        return jnp.asarray(sampler.start, jnp.int32)
+            return pos + first if first else pos
+        return jnp.asarray(sampler.start + first, jnp.int32)
 
     # -- differential testing --------------------------------------------------------------
     def sekai_draws(self, key: Array, start: Any = None) -> list[tuple[str, tuple[Any, ...], Any]]:
@@ -233,17 +261,23 @@ class HistoryEnv(FinanceEnv):
 
         Returns:
             A list of `(method, args, value)`: `("standard_normal", ((S, n),), block)` for
-            a simulated market, `("integers", (0, n_valid), position)` for `RandomStart`,
+            the built-in GBM, the model's `sekai_draws(episode_key, S)` for a `model=`, `("integers", (0, n_valid), position)` for `RandomStart`,
             nothing otherwise.
         """
         ek = rng.episode_key(key)
         market = self.market
+        model = getattr(self.params, "model", None)
+        if market.simulated and model is not None:
+            draws: list[tuple[str, tuple[Any, ...], Any]] = model.sekai_draws(
+                ek, market.lookback + market.episode_length
+            )
+            return draws
         if market.simulated:
             dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
             block = np.asarray(market.raw_shocks(ek, dtype), dtype=np.float64)
             shape = (market.lookback + market.episode_length, market.n_assets)
             return [("standard_normal", (shape,), block)]
         if start is None and isinstance(self.sampler, RandomStart):
-            pos = int(self._window_start(ek, None))
-            return [("integers", (0, market.n_starts), pos)]
+            pos = int(self._window_start(ek, None)) - market.first_start
+            return [("integers", (0, market.n_valid), pos)]
         return []

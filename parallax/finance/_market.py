@@ -78,6 +78,8 @@ class MarketState:
         log_level: float `(n,)`, the running sum of simulated log increments (zeros for a
             history).
         window: float32 `(L, n)`, the last `L` log returns, oldest first.
+        latent: the market model's other state (`ModelState.latent`: variance, regime,
+            ...) when the env simulates a `model=`; None for the built-in GBM and histories.
     """
 
     start: Int[Array, ""]
@@ -85,6 +87,7 @@ class MarketState:
     log_price: Float[Array, " n"]
     log_level: Float[Array, " n"]
     window: Float[Array, "L n"]
+    latent: Any = None
 
 
 def correlation_default(n: int) -> np.ndarray:
@@ -224,6 +227,9 @@ class Market:
         self.correlated = correlated
         self.history = history
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.first_start = 0
+        self.volume: np.ndarray | None = None
+        self.spread: np.ndarray | None = None
         if history is not None:
             self.log_returns = np.diff(np.log(history), axis=0)
             self.n_rows = history.shape[0]
@@ -231,6 +237,41 @@ class Market:
         else:
             self.n_rows = 0
             self.n_starts = 1
+
+    def use_data(self, inputs: Any) -> None:
+        """Read `data=`'s warm-up offset and cost inputs (a `MarketInputs`) too."""
+        self.first_start = int(inputs.first_start)
+        self.volume = None if inputs.volume is None else np.asarray(inputs.volume, np.float64)
+        self.spread = None if inputs.spread is None else np.asarray(inputs.spread, np.float64)
+
+    @property
+    def n_valid(self) -> int:
+        """Windows a sampler chooses among (after the data's warm-up rows; `n_starts` else)."""
+        return self.n_starts - self.first_start
+
+    def cost_inputs(
+        self, market: MarketState, t: Array, needs: frozenset[str], dtype: Any
+    ) -> dict[str, Array]:
+        """The data inputs of a cost call at decision `t` (sekai's cost context).
+
+        `volatility`: the population std of the window's `L` log returns (before the step);
+        `volume` (currency) and `spread` at the decision row, for the names in `needs`.
+        """
+        out: dict[str, Array] = {}
+        if self.history is None:
+            return out
+        row = market.start + self.lookback + jnp.minimum(t, self.episode_length - 1)
+        if "volatility" in needs:
+            _, log_returns = self._tables(dtype)
+            window = jax.lax.dynamic_slice_in_dim(log_returns, row - self.lookback, self.lookback)
+            mean = jnp.mean(window, axis=0, keepdims=True)
+            out["volatility"] = jnp.sqrt(jnp.mean(jnp.square(window - mean), axis=0))
+        for name in ("volume", "spread"):
+            table = getattr(self, name)
+            if name in needs and table is not None:
+                values = jnp.asarray(table, dtype)
+                out[name] = jax.lax.dynamic_index_in_dim(values, row, keepdims=False)
+        return out
 
     @property
     def simulated(self) -> bool:
@@ -293,6 +334,7 @@ class Market:
         dt: Array,
         chol: Array | None,
         dtype: Any,
+        model: Any = None,
     ) -> MarketState:
         """The market at the first decision of an episode.
 
@@ -302,11 +344,16 @@ class Market:
             mu, sigma: float `()` or `(n,)`; s0: float `()` or `(n,)`; dt: float `()`.
             chol: float `(n, n)` lower Cholesky factor, or None.
             dtype: the float dtype.
+            model: a market model (`parallax.finance.Heston`, ...) to simulate instead of
+                the built-in GBM (then `mu`, `sigma`, `s0`, `chol` are unused): `init`
+                followed by `L` steps for the lookback window.
 
         Returns:
             The `MarketState` at row `L`.
         """
         n, lookback = self.n_assets, self.lookback
+        if model is not None:
+            return _model_reset(model, episode_key, lookback, dtype)
         if self.history is None:
             rows = jnp.arange(lookback, dtype=jnp.uint32)
             inc = self.increments(self.shocks(episode_key, rows, chol, dtype), mu, sigma, dt)
@@ -343,8 +390,10 @@ class Market:
         s0: Array,
         dt: Array,
         chol: Array | None,
+        model: Any = None,
     ) -> tuple[MarketState, Array, Array]:
-        """Move from decision `t` to `t + 1`.
+        """Move from decision `t` to `t + 1` (one `model.step` at path row `L + t` for a
+        `model`).
 
         Returns:
             `(next market state, log return of the step (n,), price after (n,))`; the
@@ -354,6 +403,8 @@ class Market:
         """
         dtype = market.price.dtype
         lookback = self.lookback
+        if model is not None:
+            return _model_advance(model, market, episode_key, t + lookback)
         if self.history is None:
             row = (t + lookback).astype(jnp.uint32)
             z = self.shocks(episode_key, row[None], chol, dtype)[0]
@@ -373,3 +424,48 @@ class Market:
             start=market.start, price=price, log_price=log_price, log_level=level, window=window
         )
         return nxt, new_return, price
+
+
+def _model_reset(model: Any, episode_key: Array, lookback: int, dtype: Any) -> MarketState:
+    """A model's market at row `L`: `init`, then `L` steps (the lookback window)."""
+    from ._models import ModelState
+
+    first = model.init(episode_key)
+    first = ModelState(first.log_level.astype(dtype), first.latent)
+
+    def body(state: Any, row: Array) -> tuple[Any, Array]:
+        nxt, _ = model.step(state, episode_key, row)
+        return nxt, nxt.log_level - state.log_level
+
+    state, increments = jax.lax.scan(body, first, jnp.arange(lookback, dtype=jnp.uint32))
+    level = state.log_level
+    return MarketState(
+        start=jnp.zeros((), jnp.int32),
+        price=model.prices(state),
+        log_price=jnp.log(model.prices(first)) + level,
+        log_level=level,
+        window=increments.astype(jnp.float32),
+        latent=state.latent,
+    )
+
+
+def _model_advance(
+    model: Any, market: MarketState, episode_key: Array, row: Array
+) -> tuple[MarketState, Array, Array]:
+    """One `model.step` at path row `row`: the step's log return is the change in level."""
+    from ._models import ModelState
+
+    state, price = model.step(
+        ModelState(market.log_level, market.latent), episode_key, row.astype(jnp.uint32)
+    )
+    new_return = state.log_level - market.log_level
+    window = jnp.concatenate([market.window[1:], new_return[None].astype(jnp.float32)], axis=0)
+    nxt = MarketState(
+        start=market.start,
+        price=price,
+        log_price=market.log_price + new_return,
+        log_level=state.log_level,
+        window=window,
+        latent=state.latent,
+    )
+    return nxt, new_return, price

@@ -20,7 +20,8 @@ from .._core import KeyArray, State
 from .._spaces import Box, PyTreeSpace
 from ._common import ParamsMethods, resolve_params
 from ._costs import CostModel, as_cost_model, sum_left_to_right
-from ._history import HistoryEnv, check_sources, unsupported_source
+from ._data import market_inputs
+from ._history import HistoryEnv, as_market_model, check_sources
 from ._market import (
     Market,
     MarketState,
@@ -61,6 +62,8 @@ class PortfolioParams(ParamsMethods):
         capital: account size in currency (read by `FixedCost`), `()`.
         cost: the cost model (its rates are leaves).
         reward: the reward function (its weights and rates are leaves).
+        model: the market model simulated instead of the built-in GBM (`model=`; its
+            numbers are leaves, so `vmap` over them randomises the market), or None.
     """
 
     mu: Any
@@ -70,6 +73,7 @@ class PortfolioParams(ParamsMethods):
     capital: Any
     cost: CostModel
     reward: RewardFunction
+    model: Any = None
 
 
 @jax.tree_util.register_dataclass
@@ -120,7 +124,16 @@ class PortfolioEnv(HistoryEnv):
     Args:
         prices: a price history `(T, n)` (a 1-D array is one asset), an array or a pandas
             DataFrame; None to simulate correlated GBM.
-        data, model: sekai's `MarketData` / market model sources (checked, then refused).
+        data: a `MarketData` (`parallax.finance.MarketData`, or sekai's, converted) with
+            a complete panel: its closes are the history, its dates the `timestamps`
+            (`start=` may be a date or `Time`), its `volume`/`spread` fields feed the cost
+            models that read them (`SquareRootImpact`, `SpreadCost()`), its warm-up rows
+            are never traded on, and dated rows imply `dt`.
+        model: a market model to simulate instead of the correlated GBM: a parallax model
+            (`parallax.finance.GBM(corr=...)`, `Heston`, ...) or a sekai simulator
+            (converted with `from_sekai`). It fixes `n_assets` (given as well, it must
+            agree) and `dt` (unless given); `mu`, `sigma`, `corr` are then unused. Its
+            parameters are `params.model` (vmappable).
         n_assets: number of assets for the simulation (default 5); with `prices` it must
             agree with them or be left out.
         episode_length, lookback: ints >= 1 (252, 30).
@@ -179,19 +192,32 @@ class PortfolioEnv(HistoryEnv):
         lookback = int_at_least("lookback", lookback, 1)
         if dt is not None:
             dt = finite_number("dt", dt, ">0")
-        cost = as_cost_model(transaction_cost)
+        inputs = (
+            None
+            if data is None
+            else market_inputs(data, lookback=lookback, episode_length=episode_length)
+        )
+        fields = {} if inputs is None else {"fields": inputs.fields, "lookback": lookback}
+        cost = as_cost_model(transaction_cost, **fields)
         window = lookback + episode_length + 1
         history, implied_dt = (
             (None, None) if prices is None else load_prices(prices, ndim=2, min_rows=window)
         )
-        unsupported_source("PortfolioEnv", data, model)
-        if history is not None:
-            if n_assets is not None and n_assets != history.shape[1]:
+        if inputs is not None:
+            history, implied_dt = np.asarray(inputs.prices, np.float64), inputs.dt
+        if model is not None:
+            model = as_market_model("PortfolioEnv", model)
+            if dt is None:
+                implied_dt = float(model.dt)
+        if history is not None or model is not None:
+            implied = history.shape[1] if history is not None else model.n_assets
+            what = "the price history" if history is not None else "the model"
+            if n_assets is not None and n_assets != implied:
                 raise ValueError(
-                    f"n_assets={n_assets} but the price history has {history.shape[1]} "
+                    f"n_assets={n_assets} but {what} has {implied} "
                     "assets; leave n_assets out to follow it"
                 )
-            n = history.shape[1]
+            n = implied
         else:
             n = 5 if n_assets is None else int_at_least("n_assets", n_assets, 1)
         capital = finite_number("capital", capital, ">0")
@@ -229,7 +255,13 @@ class PortfolioEnv(HistoryEnv):
             history=history,
             correlated=True,
         )
-        self.timestamps = _timestamps(prices, history)
+        self.inputs = inputs
+        self._cost_fields = fields
+        if inputs is not None:
+            self.market.use_data(inputs)
+        self.timestamps = (
+            _timestamps(prices, history) if inputs is None else np.asarray(inputs.timestamps)
+        )
         self._check_sampler()
         resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
         self.params = PortfolioParams(
@@ -240,6 +272,7 @@ class PortfolioEnv(HistoryEnv):
             capital=np.float64(capital),
             cost=cost,
             reward=reward_fn,
+            model=model,
         )
         w_low, w_high = (-np.inf, np.inf) if allow_short else (0.0, 1.0)
         self.observation_space = PyTreeSpace(
@@ -257,7 +290,7 @@ class PortfolioEnv(HistoryEnv):
     def _set_param(self, name: str, value: Any) -> PortfolioParams:
         n = self.n_assets
         if name == "transaction_cost":
-            cost = as_cost_model(value)
+            cost = as_cost_model(value, **self._cost_fields)
             cost.check_assets(n)
             object.__setattr__(self, "transaction_cost", value)
             return self.params.replace(cost=cost)
@@ -359,6 +392,7 @@ class PortfolioEnv(HistoryEnv):
             dt=p.dt,
             chol=p.chol,
             dtype=dtype,
+            model=p.model,
         )
         zero = jnp.zeros((), dtype)
         env_state = PortfolioState(
@@ -400,7 +434,8 @@ class PortfolioEnv(HistoryEnv):
         target = self.action_to_weights(action, dtype)
         trades = target[:n] - es.weights[:n]
         turnover = sum_left_to_right(jnp.abs(trades))
-        cost = p.cost(trades, equity=p.capital * es.portfolio_value)
+        data_inputs = self.market.cost_inputs(es.market, t, p.cost.requires, dtype)
+        cost = p.cost(trades, equity=p.capital * es.portfolio_value, **data_inputs)
         market, log_returns, _ = self.market.advance(
             es.market,
             es.episode_key,
@@ -410,6 +445,7 @@ class PortfolioEnv(HistoryEnv):
             s0=jnp.asarray(_S0, dtype),
             dt=p.dt,
             chol=p.chol,
+            model=p.model,
         )
         # P[i+1] / P[i] - 1 from the log returns: finite even where a float32 price is not.
         asset_returns = simple_return(log_returns)
@@ -486,7 +522,12 @@ class PortfolioEnv(HistoryEnv):
         )
 
     def __repr__(self) -> str:
-        source = "GBM" if self.market.simulated else f"prices[{self.market.n_rows}]"
+        model = self.params.model
+        source = (
+            ("GBM" if model is None else type(model).__name__)
+            if self.market.simulated
+            else f"prices[{self.market.n_rows}]"
+        )
         return (
             f"PortfolioEnv({source}, n_assets={self.n_assets}, "
             f"episode_length={self.episode_length}, lookback={self.lookback})"

@@ -20,7 +20,8 @@ from .._core import KeyArray, State
 from .._spaces import Box, Discrete
 from ._common import ParamsMethods, resolve_params
 from ._costs import CostModel, as_cost_model
-from ._history import HistoryEnv, check_sources, unsupported_source
+from ._data import market_inputs
+from ._history import HistoryEnv, as_market_model, check_sources
 from ._market import Market, MarketState, float_dtype, load_prices, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
 from ._samplers import as_sampler
@@ -44,6 +45,8 @@ class TradingParams(ParamsMethods):
         capital: account size in currency (read by `FixedCost`), `()`.
         cost: the cost model (its rates are leaves).
         reward: the reward function (its weights and rates are leaves).
+        model: the market model simulated instead of the built-in GBM (`model=`; its
+            numbers are leaves, so `vmap` over them randomises the market), or None.
     """
 
     positions: Any
@@ -54,6 +57,7 @@ class TradingParams(ParamsMethods):
     capital: Any
     cost: CostModel
     reward: RewardFunction
+    model: Any = None
 
 
 @jax.tree_util.register_dataclass
@@ -103,8 +107,18 @@ class TradingEnv(HistoryEnv):
     Args:
         prices: a price history: a 1-D array (or `(T, 1)`), or a pandas Series/one-column
             DataFrame; None to simulate GBM.
-        data, model: sekai's `MarketData` / market model sources (checked as sekai does,
-            then refused: not supported).
+        data: a one-asset `MarketData` (`parallax.finance.MarketData`, or sekai's,
+            converted): its close prices are the history, its dates the `timestamps` (and
+            `start=` may be a date or `Time`), its `volume`/`spread` fields feed the cost
+            models that read them (`SquareRootImpact`, `SpreadCost()`), its warm-up rows
+            are never traded on (samplers choose among the windows after them), and dated
+            rows imply `dt`.
+        model: a one-asset market model to simulate instead of GBM: a parallax model
+            (`parallax.finance.Heston(...)`, ...) or a sekai simulator (converted with
+            `from_sekai`). The path starts at the model's `s0`; `mu`, `sigma`, `s0` are
+            then unused and `dt` defaults to the model's. A reset runs `init` and `L`
+            model steps (the observation window); step `t` is one model step at path
+            row `L + t`. Its parameters are `params.model` (vmappable).
         episode_length: steps per episode, int >= 1 (252).
         lookback: log returns in the observation, int >= 1 (30).
         positions: the allowed target positions, >= 2 finite numbers ((-1, 0, 1)).
@@ -166,22 +180,33 @@ class TradingEnv(HistoryEnv):
             raise ValueError(f"positions needs at least two choices, got {positions!r}")
         if model is not None and getattr(model, "n_assets", 1) != 1:
             raise ValueError(f"TradingEnv needs a one-asset model, got {model.n_assets} assets")
+        if model is not None:
+            model = as_market_model("TradingEnv", model)
         if dt is not None:
             dt = finite_number("dt", dt, ">0")
         positions_arr = finite_array("positions", positions)
         if positions_arr.ndim != 1:
             raise ValueError(f"positions must be 1-D, got shape {positions_arr.shape}")
-        cost = as_cost_model(transaction_cost)
+        inputs = (
+            None
+            if data is None
+            else market_inputs(
+                data, lookback=lookback, episode_length=episode_length, one_asset=True
+            )
+        )
+        fields = {} if inputs is None else {"fields": inputs.fields, "lookback": lookback}
+        cost = as_cost_model(transaction_cost, **fields)
         mu = finite_number("mu", mu)
         sigma = finite_number("sigma", sigma, ">=0")
         s0 = finite_number("s0", s0, ">0")
         reward_fn = as_reward(reward)
         capital = finite_number("capital", capital, ">0")
-        unsupported_source("TradingEnv", data, model)
         window = lookback + episode_length + 1
         history, implied_dt = (
             (None, None) if prices is None else load_prices(prices, ndim=1, min_rows=window)
         )
+        if inputs is not None:
+            history, implied_dt = inputs.prices[:, None], inputs.dt
         cost.check_assets(1)
         self.sampler = as_sampler(sampler)
         self._episode_length = episode_length
@@ -194,8 +219,16 @@ class TradingEnv(HistoryEnv):
             history=history,
             correlated=False,
         )
-        self.timestamps = _timestamps(prices, history)
+        self.inputs = inputs
+        self._cost_fields = fields
+        if inputs is not None:
+            self.market.use_data(inputs)
+        self.timestamps = (
+            _timestamps(prices, history) if inputs is None else np.asarray(inputs.timestamps)
+        )
         self._check_sampler()
+        if dt is None and model is not None:
+            implied_dt = float(model.dt)
         resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
         self.params = TradingParams(
             positions=positions_arr,
@@ -206,6 +239,7 @@ class TradingEnv(HistoryEnv):
             capital=np.float64(capital),
             cost=cost,
             reward=reward_fn,
+            model=model,
         )
         pos_low = 0.0 if positions_arr.min() >= 0 else -np.inf
         pos_high = 1.0 if positions_arr.max() <= 1 else np.inf
@@ -217,7 +251,7 @@ class TradingEnv(HistoryEnv):
 
     def _set_param(self, name: str, value: Any) -> TradingParams:
         if name == "transaction_cost":
-            cost = as_cost_model(value)
+            cost = as_cost_model(value, **self._cost_fields)
             cost.check_assets(1)
             object.__setattr__(self, "transaction_cost", value)
             return self.params.replace(cost=cost)
@@ -284,6 +318,7 @@ class TradingEnv(HistoryEnv):
             dt=p.dt,
             chol=None,
             dtype=dtype,
+            model=p.model,
         )
         zero = jnp.zeros((), dtype)
         env_state = TradingState(
@@ -324,9 +359,18 @@ class TradingEnv(HistoryEnv):
         t = state.step_count
         target = p.positions[jnp.asarray(action)]
         trade = target - es.position
-        cost = p.cost(trade[None], equity=p.capital * es.equity)
+        data_inputs = self.market.cost_inputs(es.market, t, p.cost.requires, dtype)
+        cost = p.cost(trade[None], equity=p.capital * es.equity, **data_inputs)
         market, log_return, after = self.market.advance(
-            es.market, es.episode_key, t, mu=p.mu, sigma=p.sigma, s0=p.s0, dt=p.dt, chol=None
+            es.market,
+            es.episode_key,
+            t,
+            mu=p.mu,
+            sigma=p.sigma,
+            s0=p.s0,
+            dt=p.dt,
+            chol=None,
+            model=p.model,
         )
         # P[i+1] / P[i] - 1 from the log return: finite even where a float32 price is not.
         asset_return = simple_return(log_return)[0]
@@ -403,7 +447,12 @@ class TradingEnv(HistoryEnv):
         )
 
     def __repr__(self) -> str:
-        source = "GBM" if self.market.simulated else f"prices[{self.market.n_rows}]"
+        model = self.params.model
+        source = (
+            ("GBM" if model is None else type(model).__name__)
+            if self.market.simulated
+            else f"prices[{self.market.n_rows}]"
+        )
         return (
             f"TradingEnv({source}, episode_length={self.episode_length}, lookback={self.lookback})"
         )
