@@ -444,3 +444,14 @@ def test_properties_over_parameters_and_actions(mu, sigma, s0, positions, rate, 
         assert np.all(np.isfinite(obs)) and np.all(np.isfinite(rewards))
         assert np.all((obs >= low) & (obs <= high))
         assert np.all(equity >= 0.0)
+
+
+def test_out_of_range_actions_clamp_to_the_nearest_position():
+    """Action -1 trades to the first position and action k to the last (never a wrap)."""
+    env = parallax.make("Trading-v0", **SHORT)
+    first = env.reset(key=jax.random.key(0))
+    step = jax.jit(env.step)
+    for outside, inside in ((-1, 0), (-7, 0), (3, 2), (100, 2)):
+        got = step(first, jnp.int32(outside))
+        want = step(first, jnp.int32(inside))
+        chex.assert_trees_all_equal(got, want)

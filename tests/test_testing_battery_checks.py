@@ -389,7 +389,9 @@ def test_a_leaf_in_the_wrong_dtype_breaks_the_gymnasium_space():
 FINANCE_OPTIONS = {"invariant_envs": 4, "invariant_steps": 8, "scripted_keys": 2}
 
 
-@pytest.mark.parametrize("factory", [PortfolioEnv, MarketMakingEnv, OptimalExecutionEnv])
+@pytest.mark.parametrize(
+    "factory", [TradingEnv, PortfolioEnv, MarketMakingEnv, OptimalExecutionEnv]
+)
 def test_finance_envs_pass_the_new_checks(factory):
     outcomes = run_battery(
         factory, num_steps=4, batch_size=2, checks=NEW_CHECKS, options=FINANCE_OPTIONS
@@ -403,19 +405,3 @@ def test_finance_envs_pass_the_new_checks(factory):
     if factory is PortfolioEnv:  # a Dict observation space
         (spaces_outcome,) = run_battery(factory, num_steps=4, checks=["structured_spaces"])
         assert spaces_outcome.status == "pass", spaces_outcome.message
-
-
-def test_trading_env_passes_all_but_the_negative_action_rule():
-    """Found by `boundary_actions`: `TradingEnv` indexes `positions[action]`, and JAX wraps a
-    negative index, so action -1 trades to the *last* position instead of the first (its
-    docstring and docs/protocol.md say out-of-range indices are clamped). The finance env
-    is being rewritten elsewhere; when it clips, this test fails and the Trading case joins
-    the one above."""
-    outcomes = run_battery(
-        TradingEnv, num_steps=4, batch_size=2, checks=NEW_CHECKS, options=FINANCE_OPTIONS
-    )
-    status = {o.check: o.status for o in outcomes}
-    assert status == dict.fromkeys(NEW_CHECKS, "pass") | {"boundary_actions": "fail"}
-    message = next(o.message for o in outcomes if o.check == "boundary_actions")
-    assert message.startswith("boundary_actions/out_of_range failed")
-    assert "the out-of-range action -1" in message and "position" in message

@@ -357,7 +357,9 @@ class TradingEnv(HistoryEnv):
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         es: TradingState = state.env_state
         t = state.step_count
-        target = p.positions[jnp.asarray(action)]
+        # clamp as documented: a negative index must not wrap around to the last position
+        index = jnp.clip(jnp.asarray(action), 0, p.positions.shape[0] - 1)
+        target = p.positions[index]
         trade = target - es.position
         data_inputs = self.market.cost_inputs(es.market, t, p.cost.requires, dtype)
         cost = p.cost(trade[None], equity=p.capital * es.equity, **data_inputs)
