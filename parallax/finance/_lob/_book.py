@@ -1,0 +1,491 @@
+"""A price-time priority limit order book as fixed-shape arrays, and its pure functions.
+
+- `Book`: the resting orders of both sides (a capacity of slots per side) plus the order-id
+  counter, the last trade price and a sticky overflow flag; a pytree.
+- `Fills`: what one incoming order did: its executions in matching order (fixed-size arrays
+  with a count), its id, and whether its remainder rested, was dropped or was rejected.
+- `BID`, `ASK`, `BACKGROUND`: side codes (the sign of the owner's position change on a fill,
+  as sekai's `Side`) and the owner id of background flow.
+- `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
+- `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
+
+Every function is pure and jit/vmap-able; none jits itself. Matching sorts the opposite side
+by its (price, arrival) keys and fills the sorted sizes by a cumulative sum, so its cost is
+one sort of `capacity` slots per order, whatever the number of fills. The behaviour is that
+of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it event by event).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__ = [
+    "ASK",
+    "BACKGROUND",
+    "BID",
+    "Book",
+    "Fills",
+    "add_limit",
+    "best_ask",
+    "best_bid",
+    "cancel",
+    "cancel_slot",
+    "depth_levels",
+    "empty_book",
+    "market_order",
+    "queue_position",
+]
+
+BID: int = 1
+"""Side code of a buy order (row 0 of the book's arrays)."""
+ASK: int = -1
+"""Side code of a sell order (row 1 of the book's arrays)."""
+BACKGROUND: int = -1
+"""Owner id of background flow, as sekai's `BACKGROUND`."""
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Book:
+    """The resting orders of a limit order book, `C` slots per side.
+
+    Row 0 of each `(2, C)` array is the bid side, row 1 the ask side. Slots are unordered:
+    priority comes from the keys (price, then `seq`), never from the slot index, and an
+    empty slot (`valid` False) holds zeros in every field.
+
+    Attributes:
+        price: int32 `(2, C)`, limit prices in ticks (>= 1 while valid).
+        size: int32 `(2, C)`, remaining quantities (>= 1 while valid).
+        owner: int32 `(2, C)`, owner ids (`BACKGROUND` = -1 for background flow).
+        seq: int32 `(2, C)`, arrival sequence numbers: the order ids, unique and increasing
+            in arrival order (time priority within a price level).
+        valid: bool `(2, C)`, which slots hold a resting order.
+        next_id: int32 `()`, the id the next accepted order gets (ids start at 1, and
+            market orders take one too, as in sekai).
+        last_price: int32 `()`, the price of the most recent fill, 0 before any.
+        overflow: bool `()`, sticky: True once a limit remainder found no free slot on its
+            side and was dropped. Results after that differ from an unbounded book.
+    """
+
+    price: jax.Array
+    size: jax.Array
+    owner: jax.Array
+    seq: jax.Array
+    valid: jax.Array
+    next_id: jax.Array
+    last_price: jax.Array
+    overflow: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        """Slots per side (static: the arrays' last dimension)."""
+        return int(self.price.shape[-1])
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Fills:
+    """The result of one incoming order: its executions, in matching order.
+
+    Entry `i < count` of the `(C,)` arrays is the `i`-th execution; later entries are 0.
+    `C` (the book's capacity) bounds the number of executions of one order, since each
+    but the last removes a resting order, so the arrays can never overflow.
+
+    Attributes:
+        price: int32 `(C,)`, execution prices: the resting (maker) order's price.
+        size: int32 `(C,)`, executed quantities.
+        maker_id: int32 `(C,)`, ids of the resting orders.
+        maker_owner: int32 `(C,)`, owners of the resting orders.
+        count: int32 `()`, the number of executions.
+        taker_id: int32 `()`, the incoming order's id (0 if it was rejected).
+        taker_owner: int32 `()`, the incoming order's owner.
+        taker_side: int32 `()`, the incoming order's side (`BID` or `ASK`).
+        accepted: bool `()`, False when the order was invalid (size < 1, limit price < 1
+            or side not in {1, -1}) and changed nothing.
+        rested: bool `()`, True when an unfilled limit remainder now rests under
+            `taker_id`.
+        overflow: bool `()`, True when an unfilled limit remainder was dropped because its
+            side had no free slot (the book's sticky `overflow` is set too).
+    """
+
+    price: jax.Array
+    size: jax.Array
+    maker_id: jax.Array
+    maker_owner: jax.Array
+    count: jax.Array
+    taker_id: jax.Array
+    taker_owner: jax.Array
+    taker_side: jax.Array
+    accepted: jax.Array
+    rested: jax.Array
+    overflow: jax.Array
+
+
+def _check_static_int(name: str, value: Any, minimum: int) -> None:
+    """Validate `value` if it is a Python/NumPy integer; arrays are the caller's contract."""
+    if isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    if isinstance(value, int | np.integer) and int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _check_side(side: Any) -> None:
+    if isinstance(side, bool | np.bool_) or (
+        isinstance(side, int | np.integer) and int(side) not in (BID, ASK)
+    ):
+        raise ValueError(f"side must be BID (1) or ASK (-1), got {side!r}.")
+
+
+def empty_book(capacity: int) -> Book:
+    """A book with no resting orders and `capacity` slots per side.
+
+    Args:
+        capacity: Slots per side, a positive int (static: it fixes the arrays' shapes).
+
+    Returns:
+        An empty `Book`; `next_id` is 1 and `last_price` 0.
+
+    Raises:
+        ValueError: If `capacity` is not a positive int.
+
+    Example:
+        >>> from parallax.finance._lob import empty_book
+        >>> empty_book(4).price.shape
+        (2, 4)
+    """
+    if isinstance(capacity, bool) or not isinstance(capacity, int | np.integer) or capacity < 1:
+        raise ValueError(f"capacity must be a positive int, got {capacity!r}.")
+    shape = (2, int(capacity))
+    zeros = jnp.zeros(shape, jnp.int32)
+    return Book(
+        price=zeros,
+        size=zeros,
+        owner=zeros,
+        seq=zeros,
+        valid=jnp.zeros(shape, bool),
+        next_id=jnp.asarray(1, jnp.int32),
+        last_price=jnp.asarray(0, jnp.int32),
+        overflow=jnp.asarray(False),
+    )
+
+
+def _row(side: jax.Array) -> jax.Array:
+    """The array row of a side code: 0 for `BID`, 1 for `ASK`."""
+    return (side < 0).astype(jnp.int32)
+
+
+def _submit(
+    book: Book,
+    side: Any,
+    limit: Any,
+    size: Any,
+    owner: Any,
+    *,
+    is_market: bool,
+    prevent_self_trade: Any,
+) -> tuple[Book, Fills]:
+    """Match an incoming order against the opposite side, then rest a limit remainder."""
+    side = jnp.asarray(side, jnp.int32)
+    size = jnp.asarray(size, jnp.int32)
+    owner = jnp.asarray(owner, jnp.int32)
+    is_bid = side == BID
+    if is_market:
+        limit = jnp.where(is_bid, jnp.int32(_INT32_MAX), jnp.int32(0))
+        accepted = (size >= 1) & ((side == BID) | (side == ASK))
+    else:
+        limit = jnp.asarray(limit, jnp.int32)
+        accepted = (size >= 1) & (limit >= 1) & ((side == BID) | (side == ASK))
+    capacity = book.capacity
+    own, opp = _row(side), 1 - _row(side)
+
+    # Self-trade prevention, cancel-resting mode: the owner's orders on the opposite side
+    # leave the book before matching, so the incoming order can never meet them.
+    opp_owner = book.owner[opp]
+    cancel_own = jnp.asarray(prevent_self_trade, bool) & accepted & (opp_owner == owner)
+    opp_valid = book.valid[opp] & ~cancel_own
+    opp_price, opp_size, opp_seq = book.price[opp], book.size[opp], book.seq[opp]
+
+    # Price-time priority: best price first (lowest ask, highest bid), then earliest id.
+    crosses = jnp.where(is_bid, opp_price <= limit, opp_price >= limit)
+    eligible = opp_valid & crosses & accepted
+    key = jnp.where(eligible, jnp.where(is_bid, opp_price, -opp_price), _INT32_MAX)
+    slots = jnp.arange(capacity, dtype=jnp.int32)
+    order = lax.sort((key, opp_seq, slots), num_keys=2)[2]
+    queue = jnp.where(eligible[order], opp_size[order], 0)
+    ahead = jnp.cumsum(queue, dtype=jnp.int32) - queue
+    quantity = jnp.where(accepted, size, 0)
+    traded = jnp.clip(quantity - ahead, 0, queue)
+    filled = jnp.sum(traded, dtype=jnp.int32)
+    remaining = quantity - filled
+    count = jnp.sum(traded > 0, dtype=jnp.int32)
+
+    traded_by_slot = jnp.zeros(capacity, jnp.int32).at[order].set(traded)
+    new_opp_size = opp_size - traded_by_slot
+    new_opp_valid = opp_valid & (new_opp_size > 0)
+
+    # Rest a limit remainder in the first free slot of its side, or flag the overflow.
+    own_valid = book.valid[own]
+    free = ~own_valid
+    slot = jnp.argmax(free).astype(jnp.int32)
+    wants_rest = (remaining > 0) & (not is_market)
+    rested = wants_rest & jnp.any(free)
+    overflowed = wants_rest & ~jnp.any(free)
+    taker_id = jnp.where(accepted, book.next_id, 0)
+    place = rested & (slots == slot)
+
+    def update(field: jax.Array, opp_row: jax.Array, own_value: jax.Array) -> jax.Array:
+        new_own = jnp.where(place, own_value, field[own])
+        return field.at[opp].set(opp_row).at[own].set(new_own)
+
+    valid = update(book.valid, new_opp_valid, jnp.asarray(True))
+    last_fill_price = opp_price[order][jnp.maximum(count - 1, 0)]
+    new_book = Book(
+        price=jnp.where(valid, update(book.price, opp_price, limit), 0),
+        size=jnp.where(valid, update(book.size, new_opp_size, remaining), 0),
+        owner=jnp.where(valid, update(book.owner, opp_owner, owner), 0),
+        seq=jnp.where(valid, update(book.seq, opp_seq, taker_id), 0),
+        valid=valid,
+        next_id=book.next_id + accepted.astype(jnp.int32),
+        last_price=jnp.where(count > 0, last_fill_price, book.last_price),
+        overflow=book.overflow | overflowed,
+    )
+    is_fill = traded > 0
+    fills = Fills(
+        price=jnp.where(is_fill, opp_price[order], 0),
+        size=traded,
+        maker_id=jnp.where(is_fill, opp_seq[order], 0),
+        maker_owner=jnp.where(is_fill, opp_owner[order], 0),
+        count=count,
+        taker_id=taker_id,
+        taker_owner=owner,
+        taker_side=side,
+        accepted=accepted,
+        rested=rested,
+        overflow=overflowed,
+    )
+    return new_book, fills
+
+
+def add_limit(
+    book: Book,
+    side: Any,
+    price: Any,
+    size: Any,
+    owner: Any = BACKGROUND,
+    *,
+    prevent_self_trade: Any = False,
+) -> tuple[Book, Fills]:
+    """Submit a limit order: match while the prices cross, then rest the remainder.
+
+    The order takes the opposite side's orders best price first and, within a price,
+    earliest first, each at the resting order's price, until its quantity is used up or
+    the next price no longer crosses `price`. An unfilled remainder rests under the new id
+    `fills.taker_id`, behind every order already at its price.
+
+    Args:
+        book: The book.
+        side: `BID` (1) or `ASK` (-1), int32 `()`.
+        price: Limit price in ticks, int32 `()` >= 1.
+        size: Quantity, int32 `()` >= 1.
+        owner: Owner id, int32 `()`; `BACKGROUND` (-1) by default.
+        prevent_self_trade: bool `()`. If True, the owner's resting orders on the opposite
+            side are cancelled before matching (sekai's cancel-resting rule: a trader never
+            trades with itself). Do not set it for `BACKGROUND`, whose orders are all one
+            owner's.
+
+    Returns:
+        `(book, fills)`. An invalid order (size < 1, price < 1, unknown side) is rejected:
+        `fills.accepted` is False and the book is unchanged. A remainder that finds no free
+        slot is dropped and flagged (`fills.overflow`, and `book.overflow` from then on).
+
+    Raises:
+        ValueError: If `side`, `price` or `size` is a Python int out of range (traced
+            values cannot be checked; they are rejected as above).
+
+    Example:
+        >>> from parallax.finance._lob import ASK, BID, add_limit, best_ask, empty_book
+        >>> book, _ = add_limit(empty_book(8), ASK, 101, 5)
+        >>> book, fills = add_limit(book, BID, 102, 3, owner=0)
+        >>> int(fills.count), int(fills.price[0]), int(fills.size[0]), int(best_ask(book))
+        (1, 101, 3, 101)
+    """
+    _check_side(side)
+    _check_static_int("price", price, 1)
+    _check_static_int("size", size, 1)
+    return _submit(
+        book,
+        side,
+        price,
+        size,
+        owner,
+        is_market=False,
+        prevent_self_trade=prevent_self_trade,
+    )
+
+
+def market_order(
+    book: Book,
+    side: Any,
+    size: Any,
+    owner: Any = BACKGROUND,
+    *,
+    prevent_self_trade: Any = False,
+) -> tuple[Book, Fills]:
+    """Submit a market order: walk the opposite side and drop any unfilled remainder.
+
+    Matching is `add_limit`'s with no price limit. The order takes an id even when the
+    opposite side is empty (as in sekai).
+
+    Args:
+        book: The book.
+        side: `BID` (1) to buy or `ASK` (-1) to sell, int32 `()`.
+        size: Quantity, int32 `()` >= 1.
+        owner: Owner id, int32 `()`; `BACKGROUND` (-1) by default.
+        prevent_self_trade: bool `()`, as in `add_limit`.
+
+    Returns:
+        `(book, fills)`; `fills.rested` and `fills.overflow` are always False.
+
+    Raises:
+        ValueError: If `side` or `size` is a Python int out of range.
+    """
+    _check_side(side)
+    _check_static_int("size", size, 1)
+    return _submit(
+        book,
+        side,
+        0,
+        size,
+        owner,
+        is_market=True,
+        prevent_self_trade=prevent_self_trade,
+    )
+
+
+def _clear(book: Book, remove: jax.Array) -> Book:
+    valid = book.valid & ~remove
+    return dataclasses.replace(
+        book,
+        price=jnp.where(valid, book.price, 0),
+        size=jnp.where(valid, book.size, 0),
+        owner=jnp.where(valid, book.owner, 0),
+        seq=jnp.where(valid, book.seq, 0),
+        valid=valid,
+    )
+
+
+def cancel(book: Book, order_id: Any) -> tuple[Book, jax.Array]:
+    """Cancel a resting order by its id.
+
+    Args:
+        book: The book.
+        order_id: int32 `()`, an id from `Fills.taker_id`.
+
+    Returns:
+        `(book, found)`: `found` (bool `()`) is False, and the book unchanged, when no
+        resting order has this id (unknown, filled or already cancelled).
+    """
+    match = book.valid & (book.seq == jnp.asarray(order_id, jnp.int32))
+    return _clear(book, match), jnp.any(match)
+
+
+def cancel_slot(book: Book, side: Any, slot: Any) -> tuple[Book, jax.Array]:
+    """Cancel whatever order rests in slot `slot` of side `side`.
+
+    Args:
+        book: The book.
+        side: `BID` (1) or `ASK` (-1), int32 `()`.
+        slot: int32 `()` in `[0, capacity)`.
+
+    Returns:
+        `(book, found)`: `found` is False when the slot was empty or out of range.
+    """
+    _check_side(side)
+    side = jnp.asarray(side, jnp.int32)
+    slots = jnp.arange(book.capacity, dtype=jnp.int32)
+    rows = jnp.arange(2, dtype=jnp.int32)
+    target = (rows[:, None] == _row(side)) & (slots[None, :] == jnp.asarray(slot, jnp.int32))
+    match = book.valid & target
+    return _clear(book, match), jnp.any(match)
+
+
+def best_bid(book: Book) -> jax.Array:
+    """The highest resting bid price, int32 `()`; 0 when the bid side is empty."""
+    return jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+
+
+def best_ask(book: Book) -> jax.Array:
+    """The lowest resting ask price, int32 `()`; 0 when the ask side is empty."""
+    lowest = jnp.min(jnp.where(book.valid[1], book.price[1], _INT32_MAX))
+    return jnp.where(jnp.any(book.valid[1]), lowest, 0)
+
+
+def _side_depth(
+    price: jax.Array, size: jax.Array, valid: jax.Array, descending: bool, n_levels: int
+) -> tuple[jax.Array, jax.Array]:
+    key = jnp.where(valid, -price if descending else price, _INT32_MAX)
+    key, quantity = lax.sort((key, jnp.where(valid, size, 0)), num_keys=1)
+    present = key != _INT32_MAX
+    starts = present & jnp.concatenate([jnp.ones(1, bool), key[1:] != key[:-1]])
+    level = jnp.cumsum(starts, dtype=jnp.int32) - 1
+    level = jnp.where(present, level, n_levels)  # past the end: dropped
+    level_price = -key if descending else key
+    prices = jnp.zeros(n_levels, jnp.int32).at[level].max(level_price, mode="drop")
+    sizes = jnp.zeros(n_levels, jnp.int32).at[level].add(quantity, mode="drop")
+    return prices, sizes
+
+
+def depth_levels(book: Book, n_levels: int) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Aggregated depth of the best `n_levels` price levels per side (sekai's `depth`).
+
+    Args:
+        book: The book.
+        n_levels: Levels per side, a non-negative int (static).
+
+    Returns:
+        `(bid_prices, bid_sizes, ask_prices, ask_sizes)`, int32 `(n_levels,)` each, best
+        level first (highest bid, lowest ask); missing levels have price 0 and size 0.
+
+    Raises:
+        ValueError: If `n_levels` is not a non-negative int.
+    """
+    try:
+        n = operator.index(n_levels)
+    except TypeError:
+        n = -1
+    if isinstance(n_levels, bool) or n < 0:
+        raise ValueError(f"n_levels must be a non-negative int, got {n_levels!r}.")
+    bid_prices, bid_sizes = _side_depth(book.price[0], book.size[0], book.valid[0], True, n)
+    ask_prices, ask_sizes = _side_depth(book.price[1], book.size[1], book.valid[1], False, n)
+    return bid_prices, bid_sizes, ask_prices, ask_sizes
+
+
+def queue_position(book: Book, order_id: Any) -> tuple[jax.Array, jax.Array]:
+    """The resting quantity ahead of an order in its price level's queue (sekai's `queue_ahead`).
+
+    Args:
+        book: The book.
+        order_id: int32 `()`, the order's id.
+
+    Returns:
+        `(ahead, found)`: int32 `()`, the quantity that must trade at the order's price
+        before it starts to fill, and bool `()`, whether the order rests (`ahead` is 0 if
+        not).
+    """
+    order_id = jnp.asarray(order_id, jnp.int32)
+    match = book.valid & (book.seq == order_id)
+    found = jnp.any(match)
+    row = jnp.argmax(jnp.any(match, axis=1))
+    price = jnp.max(jnp.where(match, book.price, 0))
+    same_level = book.valid[row] & (book.price[row] == price) & (book.seq[row] < order_id)
+    ahead = jnp.sum(jnp.where(same_level, book.size[row], 0), dtype=jnp.int32)
+    return jnp.where(found, ahead, 0), found
