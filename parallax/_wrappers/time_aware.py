@@ -21,7 +21,7 @@ from .._validate import positive_int
 from .autoreset import FINAL_OBSERVATION
 from .base import Wrapper, step_env, unwrap_layers
 from .time_limit import TimeLimit
-from .transform import check_single_agent, selective_reset, where_batch
+from .transform import check_single_agent, observation_reset
 
 __all__ = ["TimeAwareObservation"]
 
@@ -147,22 +147,9 @@ class TimeAwareObservation(Wrapper[StateT]):
 
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
         """Reset and append the time (0); a selective reset keeps the other rows."""
-        kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        state, done = kwargs.pop("state", None), kwargs.pop("done", None)
-        if state is None or done is None:
-            if state is not None:
-                kwargs["state"] = state
-            if done is not None:
-                kwargs["done"] = done
-            fresh = self.env.reset(key=key, **kwargs)
-            return self._decorate(fresh, fresh.step_count)
-        inner = selective_reset(self.env, key, state, done, (), **kwargs)
-        out: Any = self._decorate(inner, inner.step_count)
-        observation = where_batch(done, out.observation, state.observation)
-        info = out.info
-        if FINAL_OBSERVATION in info:
-            info = {**info, FINAL_OBSERVATION: observation}
-        return replace(out, observation=observation, info=info)
+        return observation_reset(  # type: ignore[no-any-return]
+            self.env, lambda fresh: self._decorate(fresh, fresh.step_count), key, kwargs
+        )
 
     def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step and append the time; the terminal observation gets the terminal step's."""

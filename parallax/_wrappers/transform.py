@@ -103,6 +103,30 @@ def selective_reset(
     return env.reset(key=key, state=inner, done=done, **kwargs)
 
 
+def observation_reset(
+    env: Any, decorate: Callable[[Any], Any], key: KeyArray, kwargs: dict[str, Any]
+) -> Any:
+    """`env.reset(key=key, **kwargs)` with `decorate` (an observation rewrite) applied.
+
+    A selective reset (`state=` and `done=` given) decorates the reset rows and keeps the
+    other rows' observations (and their `info["final_observation"]`) as they were.
+    """
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    state, done = kwargs.pop("state", None), kwargs.pop("done", None)
+    if state is None or done is None:
+        if state is not None:
+            kwargs["state"] = state
+        if done is not None:
+            kwargs["done"] = done
+        return decorate(env.reset(key=key, **kwargs))
+    out: Any = decorate(selective_reset(env, key, state, done, (), **kwargs))
+    observation = where_batch(done, out.observation, state.observation)
+    info = out.info
+    if FINAL_OBSERVATION in info:
+        info = {**info, FINAL_OBSERVATION: observation}
+    return replace(out, observation=observation, info=info)
+
+
 def _check_callable(fn: Any, name: str, owner: str) -> None:
     if not callable(fn):
         raise TypeError(f"{owner}: {name} must be callable, got {type(fn).__name__}")
@@ -158,20 +182,7 @@ class _ObservationMap(Wrapper[StateT]):
 
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
         """Reset and transform the observation (a selective reset keeps the other rows)."""
-        kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        state, done = kwargs.pop("state", None), kwargs.pop("done", None)
-        if state is None or done is None:
-            if state is not None:
-                kwargs["state"] = state
-            if done is not None:
-                kwargs["done"] = done
-            return self._decorate(self.env.reset(key=key, **kwargs))
-        out: Any = self._decorate(selective_reset(self.env, key, state, done, (), **kwargs))
-        observation = where_batch(done, out.observation, state.observation)
-        info = out.info
-        if FINAL_OBSERVATION in info:
-            info = {**info, FINAL_OBSERVATION: observation}
-        return replace(out, observation=observation, info=info)
+        return observation_reset(self.env, self._decorate, key, kwargs)
 
     def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step and transform the observation and `info["final_observation"]`."""
