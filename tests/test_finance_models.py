@@ -526,3 +526,22 @@ def test_poisson_counts_for_large_means():
         assert abs(counts[:, j].mean() - mean) < 4 * np.sqrt(mean / counts.shape[0])
         assert abs(counts[:, j].var() / mean - 1.0) < 0.15
         assert np.all(counts[:, j] == np.round(counts[:, j])) and counts[:, j].min() >= 0
+
+
+def test_the_sample_paths_example_draws_every_model():
+    """`examples/market_models.py` (the docs figure): one panel per model, one line per path
+    (two per path for the pair), and different paths from different episode keys."""
+    import pathlib
+    import runpy
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "market_models.py"
+    example = runpy.run_path(str(path), run_name="market_models")
+    fig = example["figure"](num_paths=4, steps=5)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == list(example["models"]())
+    for ax in fig.axes:
+        lines = [line.get_ydata() for line in ax.get_lines()]
+        assert len(lines) == 4 and all(len(y) == 6 for y in lines)
+        assert all(float(y[0]) == 100.0 for y in lines)  # every model starts at s0
+        # (two bootstrap paths may start in the same block by chance: not all four)
+        assert len({tuple(np.round(y, 6)) for y in lines}) > 1, ax.get_title()
