@@ -4,6 +4,8 @@
 - `BID`, `ASK`, `BACKGROUND`: side codes and the background owner id.
 - `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
+- `FlowParams`, `FlowStats`, `FLOW_SLOTS`, `initialise`, `run_flow`, `warm_up`,
+  `default_max_events`: the background order flow between decisions.
 
 See `docs/finance/lob.md` for the layout, the matching rule and what is proven.
 """
@@ -22,20 +24,34 @@ from ._book import depth_levels as depth_levels
 from ._book import empty_book as empty_book
 from ._book import market_order as market_order
 from ._book import queue_position as queue_position
+from ._flow import FLOW_SLOTS as FLOW_SLOTS
+from ._flow import FlowParams as FlowParams
+from ._flow import FlowStats as FlowStats
+from ._flow import default_max_events as default_max_events
+from ._flow import initialise as initialise
+from ._flow import run_flow as run_flow
+from ._flow import warm_up as warm_up
 
 __all__ = [
     "ASK",
     "BACKGROUND",
     "BID",
+    "FLOW_SLOTS",
     "Book",
     "Fills",
+    "FlowParams",
+    "FlowStats",
     "add_limit",
     "best_ask",
     "best_bid",
     "cancel",
     "cancel_slot",
+    "default_max_events",
     "depth_levels",
     "empty_book",
+    "initialise",
     "market_order",
     "queue_position",
+    "run_flow",
+    "warm_up",
 ]
