@@ -248,6 +248,50 @@ def test_every_episode_after_brax_auto_reset_is_a_new_one(n_steps, episode_lengt
             np.testing.assert_allclose(obs[window, b][:-1], want_obs[:-1], rtol=1e-6, atol=1e-7)
 
 
+def test_batched_advance_of_the_first_state_is_the_unbatched_one_per_env():
+    """Under vmap the advance resets only batch-wide when some env needs it; each env still
+    gets exactly what the unbatched advance gives it, and nothing changes when none needs it."""
+    env = to_brax(parallax.make("OptimalExecution-v0", n_steps=4))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    first, first_obs = jax.vmap(env._start)(keys, jnp.array([1, 1, 2, 2], jnp.int32))
+    batched = jax.jit(jax.vmap(env._advance))
+    one = jax.jit(env._advance)
+
+    def row(tree, i):
+        return jax.tree.map(lambda x: x[i], tree)
+
+    for episodes in ([0, 1, 0, 2], [0, 0, 1, 1]):  # some envs start an episode; none does
+        episode = jnp.array(episodes, jnp.int32)
+        got = batched(first, first_obs, keys, episode)
+        for i in range(4):
+            want = one(row(first, i), first_obs[i], keys[i], episode[i])
+            chex.assert_trees_all_equal(row(got, i), want)
+        ahead = np.asarray(first.episode) > np.asarray(episode)
+        np.testing.assert_array_equal(got[0].episode, np.where(ahead, first.episode, episode + 1))
+    chex.assert_trees_all_equal(got, (first, first_obs))  # the second case: nothing to do
+
+
+@pytest.mark.standard_promotion
+def test_gradients_flow_through_brax_wrapped_steps():
+    """brax's analytic-gradient trainers (APG) differentiate through `step`: the export's
+    batched advance must not stop them."""
+    env = training.wrap(
+        to_brax(parallax.make("OptimalExecution-v0", n_steps=3)), episode_length=3, action_repeat=1
+    )
+    state = env.reset(jax.random.split(jax.random.PRNGKey(0), 2))
+
+    def total_reward(actions):
+        def body(state, action):
+            state = env.step(state, action)
+            return state, state.reward
+
+        return jax.lax.scan(body, state, actions)[1].sum()
+
+    grad = jax.jit(jax.grad(total_reward))(jnp.zeros((4, 2, 1)))
+    assert grad.shape == (4, 2, 1)
+    assert np.isfinite(np.asarray(grad)).all() and np.abs(np.asarray(grad)).sum() > 0
+
+
 # -- round trip ------------------------------------------------------------------------------
 def _metrics_of(info):
     return {k: v.astype(jnp.float32) for k, v in info.items() if jnp.shape(v) == ()}

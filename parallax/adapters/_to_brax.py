@@ -24,7 +24,9 @@ The exported state therefore carries an episode index, and while that wrapper is
 `step` keeps the stored first state one episode ahead: the first step of every episode
 replaces it with a fresh reset of the next episode, keyed `jax.random.fold_in(key, i)` for
 episode `i >= 1` (episode 0 uses `key` itself, so `to_brax(env).reset(key)` starts exactly
-where `env.reset(key=key)` does). The restored observation is that episode's own.
+where `env.reset(key=key)` does). The restored observation is that episode's own. Under
+`vmap` (brax's `VmapWrapper`) the batch computes those resets only on the steps where some
+env starts an episode (a batching rule, `BraxEnv._advance`), instead of on every step.
 """
 
 from __future__ import annotations
@@ -170,6 +172,15 @@ def _where(condition: Array, x: PyTree, y: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(condition, a, b), x, y)
 
 
+def _where_rows(condition: Array, x: PyTree, y: PyTree) -> PyTree:
+    """`x` where `condition` (shape `(batch,)`) holds, else `y`, row by row of every leaf."""
+
+    def pick(a: Array, b: Array) -> Array:
+        return jnp.where(jnp.reshape(condition, (-1,) + (1,) * (jnp.ndim(a) - 1)), a, b)
+
+    return jax.tree.map(pick, x, y)
+
+
 # -- the brax class, built on first use -----------------------------------------------------
 @functools.cache
 def _brax_env_class() -> type:
@@ -226,11 +237,10 @@ def _brax_env_class() -> type:
         def reset(self, rng: Any) -> Any:
             """Episode 0 of `rng`: `env.reset(key=rng)` as a brax `State`."""
             key = jnp.asarray(rng) if not isinstance(rng, jax.Array) else rng
-            pipeline = BraxPipelineState(
-                state=self.env.reset(key=key), episode=jnp.int32(0), key=key
-            )
-            info = {"truncation": pipeline.state.truncation.astype(jnp.float32)}
-            return self._brax_state(pipeline, jnp.float32(0.0), info)
+            start = self.env.reset(key=key)
+            pipeline = BraxPipelineState(state=start, episode=jnp.int32(0), key=key)
+            info = {"truncation": start.truncation.astype(jnp.float32)}
+            return self._brax_state(pipeline, start, jnp.float32(0.0), info)
 
         def step(self, state: Any, action: Any) -> Any:
             """One step of the Parallax env; a finished episode stays finished (reward 0).
@@ -240,40 +250,88 @@ def _brax_env_class() -> type:
             """
             info = dict(state.info)
             pipeline: BraxPipelineState = state.pipeline_state
+            previous, episode, base_key = pipeline.state, pipeline.episode, pipeline.key
             first = info.get(FIRST_STATE)
             if isinstance(first, BraxPipelineState) and FIRST_OBS in info:
-                upcoming = jax.lax.cond(
-                    first.episode <= pipeline.episode,
-                    lambda: self._start(pipeline.key, pipeline.episode + 1),
-                    lambda: first,
+                info[FIRST_STATE], info[FIRST_OBS] = self._advance(
+                    first, info[FIRST_OBS], base_key, episode
                 )
-                info[FIRST_STATE] = upcoming
-                info[FIRST_OBS] = flatten_observation(upcoming.state.observation)
-            previous: State = pipeline.state
             stepped = self.env.step(previous, self.env_action(action))
             ended = previous.done
             current: State = _where(ended, previous, stepped)
             reward = jnp.where(ended, jnp.zeros_like(stepped.reward), stepped.reward)
             info["truncation"] = current.truncation.astype(jnp.float32)
-            pipeline = BraxPipelineState(state=current, episode=pipeline.episode, key=pipeline.key)
+            pipeline = BraxPipelineState(state=current, episode=episode, key=base_key)
             # brax's wrappers add their own metrics (EvalWrapper: "reward"); keep them
-            return self._brax_state(pipeline, reward.astype(jnp.float32), info, state.metrics)
+            return self._brax_state(
+                pipeline, current, reward.astype(jnp.float32), info, state.metrics
+            )
 
         # -- helpers ------------------------------------------------------------------------
-        def _start(self, key: Array, episode: Array) -> BraxPipelineState:
+        def _start(self, key: Array, episode: Array) -> tuple[BraxPipelineState, Array]:
+            """Episode `episode` of `key` and its flat observation."""
             episode_key = jax.random.fold_in(key, episode)
-            return BraxPipelineState(
-                state=self.env.reset(key=episode_key), episode=episode, key=key
+            state = self.env.reset(key=episode_key)
+            return (
+                BraxPipelineState(state=state, episode=episode, key=key),
+                flatten_observation(state.observation),
             )
+
+        @functools.cached_property
+        def _advance(self) -> Any:
+            """`(first, first_obs, key, episode) -> (first, first_obs)`, one episode ahead.
+
+            The stored first state is replaced by episode `episode + 1` of `key` when it is
+            not ahead of the running episode (on the first step of every episode). Under
+            `vmap` (brax's `VmapWrapper`) a per-env `lax.cond` becomes a select that
+            computes a reset for every env on every step; the batching rule below skips the
+            resets batch-wide on the steps where no env starts an episode (`jnp.any`), as
+            Parallax's own `VmapWrapper` does, and otherwise selects per env, so every env
+            gets exactly its unbatched result. (Resetting only the envs that need it,
+            gathered and scattered back, cost more than it saved on a CPU: a gather and a
+            scatter per leaf of the state.)
+            """
+
+            def one(first: BraxPipelineState, first_obs: Array, key: Array, episode: Array) -> Any:
+                return jax.lax.cond(
+                    first.episode <= episode,
+                    lambda: self._start(key, episode + 1),
+                    lambda: (first, first_obs),
+                )
+
+            advance = jax.custom_batching.custom_vmap(one)
+
+            @advance.def_vmap
+            def _batched(axis_size: int, in_batched: Any, *args: Any) -> Any:
+                first, first_obs, key, episode = jax.tree.map(
+                    lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                    args,
+                    tuple(in_batched),
+                )
+                old = (first, first_obs)
+                need = first.episode <= episode
+
+                def all_rows() -> Any:
+                    return _where_rows(need, jax.vmap(self._start)(key, episode + 1), old)
+
+                out = jax.lax.cond(jnp.any(need), all_rows, lambda: old)
+                return out, jax.tree.map(lambda _: True, out)
+
+            def advance_without_gradient(*args: Any) -> Any:
+                # custom_vmap has no reverse-mode rule; the next episode's first state is a
+                # fresh reset, which no gradient flows into anyway
+                return advance(*jax.lax.stop_gradient(args))
+
+            return advance_without_gradient
 
         def _brax_state(
             self,
             pipeline: BraxPipelineState,
+            current: State,
             reward: Array,
             info: dict[str, Any],
             metrics: dict[str, Any] | None = None,
         ) -> Any:
-            current = pipeline.state
             metrics = {**(metrics or {}), **_metrics(current.info, self._metric_paths)}
             return brax_state(
                 pipeline_state=pipeline,
