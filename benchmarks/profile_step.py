@@ -16,7 +16,10 @@ For each it prints
    env resets (fusions, copies, other ops; inside a conditional, its first branch, the one
    taken when no env is done);
 3. from a `jax.profiler` trace of one call, the `--top` kernels by time per step. Profiling
-   slows every kernel down, so read those as shares of the step, not as absolute times.
+   slows every kernel down, so read those as shares of the step, not as absolute times;
+4. from XLA's cost analysis of one env's compiled `reset` and `step` (no vmap, no
+   auto-reset): the flops, transcendental ops and bytes of each (`work`), which do not
+   depend on the machine's load: e.g. what a reset's warm-up costs against a step.
 
     python benchmarks/profile_step.py Trading-v0 Portfolio-v0
     python benchmarks/profile_step.py OptimalExecution-v0 --num-envs 4096 --top 8 --json out.json
@@ -115,6 +118,26 @@ def describe(comps: dict[str, list[str]], kernel: str) -> str:
     return described or (opcode.group(1) if opcode else "not in the program text")
 
 
+def work(env: Any) -> dict[str, dict[str, float]]:
+    """XLA's cost analysis of one env's jitted `reset` and `step` (a random action)."""
+    key = jax.random.key(0)
+    state = env.reset(key=key)
+    action = env.action_space.sample(key=jax.random.key(1))
+    out: dict[str, dict[str, float]] = {}
+    for name, fn, args in (
+        ("reset", lambda k: env.reset(key=k), (key,)),
+        ("step", env.step, (state, action)),
+    ):
+        cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+        cost = dict((cost[0] if isinstance(cost, list) else cost) or {})
+        out[name] = {
+            "flops": float(cost.get("flops", 0.0)),
+            "transcendentals": float(cost.get("transcendentals", 0.0)),
+            "bytes": float(cost.get("bytes accessed", 0.0)),
+        }
+    return out
+
+
 def top_kernels(compiled: Any, args: tuple[Any, ...], steps: int, top: int) -> dict[str, Any]:
     """The `top` kernels of one profiled call, by time per scan step.
 
@@ -199,8 +222,9 @@ def profile(env_id: str, num_envs: int, steps: int, repeats: int, top: int) -> d
             f / b for f, b in zip(seconds["full"], seconds["bare"], strict=True)
         ),
     }
+    result["work"] = work(env)
     for name, (compiled, state) in programs.items():
-        hlo = compiled.as_text()
+        hlo = compiled.as_text() or ""
         comps = _computations(hlo)
         profiled = top_kernels(compiled, (state, jax.random.key(0)), steps, top)
         for kernel in profiled["top"]:
@@ -227,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         res = profile(env_id, args.num_envs, args.steps, args.repeats, args.top)
         results.append(res)
         print(f"{env_id}, N = {args.num_envs}: bare vmap(step) {res['bare_over_full']:.2f}x full")
+        for what, cost in res["work"].items():
+            print(
+                f"  one {what}: {cost['flops']:.0f} flops, {cost['transcendentals']:.0f} "
+                f"transcendentals, {cost['bytes']:.0f} bytes"
+            )
         for name in ("full", "bare"):
             part = res[name]
             kernels = part["kernels_per_step"]
