@@ -200,17 +200,6 @@ class FinanceEnv:
         """The params with `name` set to `value`, validated as the constructor does."""
         raise NotImplementedError  # pragma: no cover - every subclass implements it
 
-    def render(self, states: Any, actions: Any = None, **kwargs: Any) -> Any:
-        """An RGB image (uint8, `(H, W, 3)`) of an episode: `finance.render_episode(self, ...)`.
-
-        `states` is a stacked `State` (or `Trajectory`) from a rollout of this env; keyword
-        arguments (`env_index=`, `figsize=`, `dpi=`) go to `render_episode`. For the
-        matplotlib figure itself use `parallax.finance.plot_episode`. Needs matplotlib.
-        """
-        from ._plots import render_episode
-
-        return render_episode(self, states, actions, **kwargs)
-
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: the numeric parameters live in `params`.
         if name.startswith("_") or "params" not in self.__dict__:

@@ -32,6 +32,7 @@ from ._common import (
     resolve_params,
     static_int,
 )
+from ._plots import EpisodeRender
 from ._validation import Bound, finite_number
 
 __all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExecutionState"]
@@ -135,7 +136,7 @@ def _draw(episode_key: Array, k: Array) -> Array:
     return rng.normal(episode_key, k, SLOTS.MID, 0, dtype=float_dtype())
 
 
-class OptimalExecutionEnv(FinanceEnv):
+class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
     """Liquidate a large position over a fixed horizon, trading off impact against risk.
 
     The Almgren-Chriss (2000) execution model, as sekai 0.2.0's `OptimalExecution-v0`

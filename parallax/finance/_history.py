@@ -23,6 +23,7 @@ from jaxtyping import Array
 from .. import rng
 from ._common import FinanceEnv
 from ._market import SLOTS, Market
+from ._plots import EpisodeRender
 from ._samplers import FixedStart, RandomStart, Sampler, SequentialStart
 
 __all__ = ["HistoryEnv", "as_market_model", "check_sources"]
@@ -79,7 +80,7 @@ def check_sources(env: str, *, prices: Any, data: Any, model: Any) -> None:
         raise ValueError(f"{env} got {' and '.join(g + '=' for g in given)}; pass one source")
 
 
-class HistoryEnv(FinanceEnv):
+class HistoryEnv(FinanceEnv, EpisodeRender):
     """Shared base of `TradingEnv` and `PortfolioEnv` (see those for the public API)."""
 
     market: Market

@@ -33,6 +33,7 @@ from ._common import (
     resolve_params,
     static_int,
 )
+from ._plots import EpisodeRender
 from ._validation import Bound, finite_number
 
 __all__ = ["SLOTS", "MarketMakingEnv", "MarketMakingParams", "MarketMakingState"]
@@ -123,7 +124,7 @@ def _draws(episode_key: Array, t: Array) -> tuple[Array, Array]:
     return u, rng.normal(episode_key, t, SLOTS.MID, 0, dtype=dt)
 
 
-class MarketMakingEnv(FinanceEnv):
+class MarketMakingEnv(FinanceEnv, EpisodeRender):
     """Quote a bid and an ask around a moving mid price and manage inventory risk.
 
     The Avellaneda-Stoikov (2008) market-making model, as sekai 0.2.0's `MarketMaking-v0`:

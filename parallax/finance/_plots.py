@@ -321,3 +321,16 @@ def render_episode(
     fig.canvas.draw()
     image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
     return image
+
+
+class EpisodeRender:
+    """Mixin of the finance envs: `env.render(states)` is `render_episode(env, states)`."""
+
+    def render(self, states: Any, actions: Any = None, **kwargs: Any) -> np.ndarray:
+        """An RGB image (uint8, `(H, W, 3)`) of an episode of this env (`render_episode`).
+
+        `states` is a stacked `State` (or `Trajectory`) from a rollout of this env; keyword
+        arguments (`env_index=`, `figsize=`, `dpi=`) go to `render_episode`. For the
+        matplotlib figure itself use `parallax.finance.plot_episode`. Needs matplotlib.
+        """
+        return render_episode(self, states, actions, **kwargs)
