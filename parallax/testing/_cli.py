@@ -30,16 +30,13 @@ import jax
 
 from .._cli import DefaultsHelpFormatter
 from ._battery import BATTERY_CHECKS, Outcome, run_battery
+from ._replay import failure_note
 from ._report import REPORT_SCHEMA, environment_info, source_files, source_hashes
 from ._targets import Target, default_report_path, load_target
 
 __all__ = ["main"]
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
-
-TRAJECTORY_CHECKS = ("determinism", "jit_vmap_scan_agree", "batch_independence", "training_parity")
-"""Failing checks after which the env's own trajectory is written (the differential test
-writes the reference's instead)."""
 
 
 def _report_problem(path: str) -> str | None:
@@ -231,30 +228,29 @@ def _failure_trajectory(
     report_path: str,
 ) -> str | None:
     """Write the trajectory of a failed check next to the report; its path, or None."""
-    from ._replay import record_trajectory, save_trajectory, trajectory_from_mismatch
+    from ._replay import write_failure_trajectory
 
     stem = os.path.splitext(report_path)[0]
-    path = f"{stem}.{o.check}.{mode}.trajectory.npz"
     note = f"parallax check {target.spec}: {o.check} failed ({mode})"
     try:
-        with jax.enable_x64(mode == "x64"):
-            if o.check == "matches_reference":
-                dump = _newest_json(dump_dir)
-                if dump is None:
-                    return None
-                kept = f"{stem}.{o.check}.{mode}.mismatch.json"
-                shutil.move(dump, kept)  # the check's own dump outlives the temporary dir
-                o.message = o.message.replace(dump, kept)
-                trajectory = trajectory_from_mismatch(
-                    kept, target.env_factory(), env_spec=target.spec, note=note
-                )
-            elif o.check in TRAJECTORY_CHECKS:
-                trajectory = record_trajectory(
-                    target.env_factory(), num_steps=steps, env_spec=target.spec, note=note
-                )
-            else:
+        mismatch = None
+        if o.check == "matches_reference":
+            dump = _newest_json(dump_dir)
+            if dump is None:
                 return None
-            return save_trajectory(trajectory, path)
+            mismatch = f"{stem}.{o.check}.{mode}.mismatch.json"
+            shutil.move(dump, mismatch)  # the check's own dump outlives the temporary dir
+            o.message = o.message.replace(dump, mismatch)
+        return write_failure_trajectory(
+            o.check,
+            target.env_factory,
+            stem,
+            mode=mode,
+            num_steps=steps,
+            env_spec=target.spec,
+            note=note,
+            mismatch=mismatch,
+        )
     except Exception as error:  # the env is broken already; say so, keep the report
         print(
             f"parallax check: could not write a trajectory for {o.check}: {error}", file=sys.stderr
@@ -329,10 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     if written is not None:
                         trajectories[(o.check, mode)] = written
-                        o.message += (
-                            f"\ntrajectory written to {written} (replay it: parallax replay "
-                            f"{written})"
-                        )
+                        o.message += "\n" + failure_note(written, target.spec)
                 progress.line(_outcome_line(mode, o, width))
                 following = progress.done % len(checks)  # the next check of this mode
                 if following:

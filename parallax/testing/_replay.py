@@ -8,6 +8,8 @@
   (the JSON file `check_matches_reference` writes) as a trajectory of expected states.
 - `replay(trajectory_or_path, env=None)`: re-run the actions; `ReplayResult` holds the
   first step where the env departs from the file, every differing field of that step.
+- `write_failure_trajectory(check, env_factory, stem, ...)`: what `parallax check` and the
+  pytest battery write when a check fails with a diverging trajectory (one code path).
 
 `parallax replay FILE` (exit status 0 when identical, 1 when not) is `_replay_cli.main`.
 
@@ -50,6 +52,10 @@ __all__ = [
 ]
 
 TRAJECTORY_SCHEMA = "parallax-trajectory/1"
+
+TRAJECTORY_CHECKS = ("determinism", "jit_vmap_scan_agree", "batch_independence", "training_parity")
+"""Failing checks after which the env's own trajectory is written (the differential test
+writes the reference's side of the failing episode instead)."""
 
 
 @dataclass
@@ -467,3 +473,59 @@ def replay(trajectory: TrajectoryRecord | str | os.PathLike[str], env: Any = Non
         if differences:
             return ReplayResult(False, trajectory.num_steps, tuple(differences))
     return ReplayResult(True, trajectory.num_steps)
+
+
+def failure_trajectory_path(stem: str, check: str, mode: str) -> str:
+    """`STEM.CHECK.MODE.trajectory.npz`, the file a failed check's trajectory goes to."""
+    return f"{stem}.{check}.{mode}.trajectory.npz"
+
+
+def write_failure_trajectory(
+    check: str,
+    env_factory: Any,
+    stem: str,
+    *,
+    mode: str,
+    num_steps: int,
+    env_spec: str | None = None,
+    note: str = "",
+    mismatch: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """Write the trajectory of a failed battery check; its path, or None when the check
+    has no trajectory to write.
+
+    `matches_reference` writes the reference's side of the failing episode (from the JSON
+    file `mismatch` the check wrote; None writes nothing); the checks in
+    `TRAJECTORY_CHECKS` record the env's own run of `num_steps` random actions. The file
+    is `failure_trajectory_path(stem, check, mode)`; `parallax replay FILE` re-runs it.
+
+    Args:
+        check: the battery check's name.
+        env_factory: `env_factory() -> env`.
+        stem: the file's path without `.CHECK.MODE.trajectory.npz`.
+        mode: `"f32"` or `"x64"` (the file is recorded in that mode).
+        num_steps: steps of the recorded run.
+        env_spec: how `replay` rebuilds the env, or None (then `--env SPEC` is needed).
+        note: a line for the header.
+        mismatch: the `ReferenceMismatch`'s `dump_path`.
+    """
+    with jax.enable_x64(mode == "x64"):
+        if check == "matches_reference":
+            if mismatch is None:
+                return None
+            trajectory = trajectory_from_mismatch(
+                mismatch, env_factory(), env_spec=env_spec, note=note
+            )
+        elif check in TRAJECTORY_CHECKS:
+            trajectory = record_trajectory(
+                env_factory(), num_steps=num_steps, env_spec=env_spec, note=note
+            )
+        else:
+            return None
+        return save_trajectory(trajectory, failure_trajectory_path(stem, check, mode))
+
+
+def failure_note(path: str, env_spec: str | None) -> str:
+    """The line a failure message gets once its trajectory is on disk."""
+    command = f"parallax replay {path}" + ("" if env_spec else " --env MODULE:FACTORY")
+    return f"trajectory written to {path} (replay it: {command})"

@@ -40,12 +40,22 @@ and `reference_options` (a dict of `check_matches_reference` options, e.g.
 `{"tolerance": Tolerance(ulp=2)}`). They are looked up by name, so defining them in
 `conftest.py` or in the test module both work.
 
+When `test_determinism`, `test_jit_vmap_scan_agree`, `test_batch_independence`,
+`test_training_parity` or `test_matches_reference` fails, the diverging trajectory is
+written (as `parallax check` writes it) to `DIR/<test module>.<check>.<f32|x64>.trajectory.npz`
+and the failure message names it: `parallax replay FILE` re-runs it. DIR is the
+`PARALLAX_TRAJECTORY_DIR` environment variable when set, else the optional `trajectory_dir`
+fixture, else the test's pytest `tmp_path`. The file names the factory as
+`module:qualname` when that imports back to it, else replay with `--env SPEC`.
+A relative directory is taken from the working directory; the message gives the absolute path.
+
 The checks of one env and precision share one session (compiled functions, rollouts), so
 the battery costs little more than one `check_env`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +63,12 @@ import jax
 import pytest
 
 from ._battery import Battery, CheckSkipped
+from ._errors import CheckError
+from ._replay import failure_note, write_failure_trajectory
+from ._targets import load_factory
+
+TRAJECTORY_DIR_ENV = "PARALLAX_TRAJECTORY_DIR"
+"""The environment variable naming the directory failing checks write trajectories to."""
 
 __all__ = [
     "battery_x64",
@@ -118,12 +134,62 @@ def _battery(request: pytest.FixtureRequest, x64: bool) -> Battery:
     return _BATTERIES[key]
 
 
+def _factory_spec(factory: Any) -> str | None:
+    """`module:qualname` of `factory` when it imports back to the same object, else None."""
+    module = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        return None
+    spec = f"{module}:{qualname}"
+    try:
+        return spec if load_factory(spec) is factory else None
+    except Exception:
+        return None
+
+
+def _trajectory_dir(request: pytest.FixtureRequest) -> str:
+    directory = os.environ.get(TRAJECTORY_DIR_ENV) or _optional(request, "trajectory_dir", None)
+    if not directory:
+        return str(request.getfixturevalue("tmp_path"))
+    directory = os.path.abspath(os.fspath(directory))
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def _write_trajectory(
+    request: pytest.FixtureRequest, battery: Battery, x64: bool, name: str, error: CheckError
+) -> str:
+    """Write the failed check's trajectory; the line for the failure message ("" if none)."""
+    spec = _factory_spec(battery.env_factory)
+    mode = "x64" if x64 else "f32"
+    try:
+        stem = os.path.join(_trajectory_dir(request), request.node.path.stem)
+        written = write_failure_trajectory(
+            name,
+            battery.env_factory,
+            stem,
+            mode=mode,
+            num_steps=battery.num_steps,
+            env_spec=spec,
+            note=f"pytest {request.node.nodeid}: {name} failed ({mode})",
+            mismatch=getattr(error, "dump_path", None),
+        )
+    except Exception as failure:  # the env is broken already; keep its own failure
+        return f"could not write a trajectory: {type(failure).__name__}: {failure}"
+    return "" if written is None else failure_note(written, spec)
+
+
 def _run(request: pytest.FixtureRequest, x64: bool, name: str) -> None:
     battery = _battery(request, x64)
     try:
         battery.run(name)
     except CheckSkipped as skip:
         pytest.skip(str(skip))
+    except CheckError as error:
+        line = _write_trajectory(request, battery, x64, name, error)
+        if line:
+            error.args = (f"{error.args[0] if error.args else ''}\n{line}", *error.args[1:])
+        raise
 
 
 def test_contract(request: pytest.FixtureRequest, battery_x64: bool) -> None:
