@@ -3,7 +3,12 @@
 - `model=`: our env with a parallax market model (or a sekai simulator, converted) equals
   sekai's env built with the same sekai model and fed our draws (`env.sekai_draws`, which
   for a model are `model.sekai_draws(episode_key, L + E)`): observations, rewards, flags
-  and every info key, on every step (the tolerance rule of `finance_support`);
+  and every info key, on every step (the tolerance rule of `finance_support`). Trading:
+  Heston, Merton, RegimeSwitching, GARCH, MeanReverting, BlockBootstrap, a Randomized Heston
+  family (sekai gets a factory that draws as ours does); CointegratedPair refused with
+  sekai's error. Portfolio: correlated Heston/GBM/Merton/GARCH/MeanReverting,
+  BlockBootstrap, CointegratedPair, three-asset RegimeSwitching (one correlated regime), a
+  Randomized mixture; each from our model and from the sekai object; float32 runs finite;
 - per-env model params through `make_vec` (Heston's `kappa`) equal the single envs, with
   one compilation;
 - `data=` (ours and sekai's `MarketData`): fixed, date and random starts after warm-up
@@ -20,10 +25,10 @@ import pandas as pd
 import pytest
 import sekai
 import sekai.finance as sf
-from finance_support import run_against_sekai
+from finance_support import rollout, run_against_sekai
 
 import parallax
-from parallax import AutoResetWrapper
+from parallax import AutoResetWrapper, rng
 from parallax import finance as pf
 
 SHORT = {"episode_length": 10, "lookback": 4}
@@ -304,3 +309,218 @@ def test_data_envs_run_in_float32_and_under_vmap():
     assert cost.dtype == np.float32 and np.all(np.isfinite(cost)) and np.all(cost > 0)
     rows = np.asarray(states.info["timestamp"])
     assert np.all(rows >= WARMUP + 1)
+
+
+# ------------------------------------------------------------ model= (every other model)
+# BlockBootstrap, CointegratedPair, Randomized and multi-asset RegimeSwitching in the envs
+# (issue 17): ours, built from the same arguments or converted from the sekai object, equals
+# sekai's env with the sekai model, step by step.
+CORR2 = [[1.0, 0.6], [0.6, 1.0]]
+RETURNS1 = np.random.default_rng(4).normal(0.0003, 0.012, 9)  # short: blocks wrap around
+RETURNS3 = np.random.default_rng(5).normal(0.0002, 0.015, (40, 3))
+SWITCHY = [[0.7, 0.3], [0.4, 0.6]]  # both regimes within one 14-step path
+
+
+def _regimes3(lib):
+    s0 = [50.0, 100.0, 9.0]
+    calm = lib.GBM(0.1, 0.1, n_assets=3, s0=s0)
+    stressed = lib.GBM(-0.3, [0.4, 0.6, 0.5], corr=CORR3, s0=s0)
+    return [calm, stressed]
+
+
+PORTFOLIO_MODELS = {
+    "bootstrap": (
+        "BlockBootstrap",
+        {"returns": RETURNS3, "block_size": 3, "s0": [20.0, 5.0, 70.0]},
+    ),
+    "cointegrated": ("CointegratedPair", {"theta": 20.0, "spread_sigma": 0.3, "s0": (50, 60)}),
+    "regime": ("RegimeSwitching", {"regimes": "GBMS3", "transition": SWITCHY}),
+    "mean_reverting": ("MeanReverting", {"theta": 3.0, "mean": [90.0, 110.0, 9.5], "corr": CORR3}),
+    "garch": ("GARCH", {"omega": 2e-5, "alpha": 0.2, "beta": 0.7, "mu": 0.1, "corr": CORR3}),
+    "merton": ("MertonJumpDiffusion", {"jump_intensity": [5.0, 60.0, 0.0], "corr": CORR3}),
+}
+
+
+def _portfolio_model(lib, name):
+    cls_name, kwargs = PORTFOLIO_MODELS[name]
+    kwargs = dict(kwargs)
+    if kwargs.get("regimes") == "GBMS3":
+        kwargs["regimes"] = _regimes3(lib)
+    return getattr(lib, cls_name)(**kwargs)
+
+
+@pytest.mark.parametrize("convert", [False, True], ids=["parallax_model", "sekai_model"])
+@pytest.mark.parametrize("name", list(PORTFOLIO_MODELS))
+def test_portfolio_with_a_model_matches_sekai(name, convert):
+    with jax.enable_x64(True):
+        theirs_model = _portfolio_model(sf, name)
+        model = theirs_model if convert else _portfolio_model(pf, name)
+        ours = pf.PortfolioEnv(model=model, **SHORT)
+        assert type(ours.params.model) is type(pf.from_sekai(theirs_model))
+        theirs = sekai.make("Portfolio-v0", model=theirs_model, **SHORT)
+        assert ours.n_assets == theirs.n_assets == theirs_model.n_assets
+        assert float(ours.params.dt) == theirs.dt
+        for seed in (0, 1):
+            actions = _weights(10, ours.n_assets, seed)
+            assert run_against_sekai(ours, theirs, jax.random.key(seed), actions) == 10
+        if name == "regime" and not convert:
+            # the compared episodes visit both regimes (the correlated one included)
+            window = SHORT["lookback"] + SHORT["episode_length"]
+            seen = set()
+            for seed in (0, 1):
+                ek = rng.episode_key(jax.random.key(seed))
+                regime = ours.params.model.simulate(ek, window).state["regime"]
+                seen |= set(np.asarray(regime).astype(int).tolist())
+            assert seen == {0, 1}
+
+
+@pytest.mark.parametrize("convert", [False, True], ids=["parallax_model", "sekai_model"])
+def test_trading_with_a_block_bootstrap_matches_sekai(convert):
+    config = {"returns": RETURNS1, "block_size": 3, "s0": 30.0}
+    with jax.enable_x64(True):
+        model = sf.BlockBootstrap(**config) if convert else pf.BlockBootstrap(**config)
+        ours = pf.TradingEnv(model=model, **SHORT)
+        assert isinstance(ours.params.model, pf.BlockBootstrap)
+        theirs = sekai.make("Trading-v0", model=sf.BlockBootstrap(**config), **SHORT)
+        wrapped = False
+        for seed in (0, 1):
+            key = jax.random.key(seed)
+            assert run_against_sekai(ours, theirs, key, _actions(10, 3, seed)) == 10
+            starts = ours.sekai_draws(key)[0][2]  # sekai's block starts for this episode
+            wrapped |= bool(np.any(starts > len(RETURNS1) - 3))
+        assert wrapped  # a block ran past the last row and wrapped to the first
+        # every return of the episode is a row of the history
+        first = ours.reset(key=jax.random.key(0))
+        state, returns = first, []
+        for t in range(10):
+            state = ours.step(state, t % 3)
+            returns.append(float(state.info["asset_return"]))
+        logs = np.log1p(np.asarray(returns))
+        assert np.all(np.min(np.abs(logs[:, None] - RETURNS1[None, :]), axis=1) < 1e-12)
+
+
+@pytest.mark.parametrize("lib", [pf, sf], ids=["parallax_model", "sekai_model"])
+def test_trading_refuses_a_cointegrated_pair_as_sekai_does(lib):
+    message = "TradingEnv needs a one-asset model, got 2 assets"
+    with pytest.raises(ValueError, match=message):
+        sekai.make("Trading-v0", model=sf.CointegratedPair(), **SHORT)
+    with pytest.raises(ValueError, match=message):
+        pf.TradingEnv(model=lib.CointegratedPair(), **SHORT)
+    with pytest.raises(ValueError, match=message):
+        parallax.make("Trading-v0", model=lib.CointegratedPair(), **SHORT)
+
+
+# Randomized: sekai's `Randomized(factory)` takes Python; a factory that draws as ours does
+# (one `random()` for the choice by sekai's categorical rule, then one per range, in order)
+# gives sekai our episode.
+HESTON_RANGES = {"xi": (0.3, 1.2), "kappa": (0.5, 4.0)}
+MIXED_PROBS = [0.3, 0.3, 0.4]
+MIXED_RANGES = [{"mu": (-0.2, 0.2), "sigma": (0.1, 0.5)}, {"theta": (1.0, 10.0)}, None]
+
+
+def _between(r, bounds):
+    low, high = bounds
+    return low + (high - low) * r.random()
+
+
+def _heston_family(lib):
+    return lib.Heston(s0=40.0, rho=-0.6)
+
+
+def _heston_factory(r):
+    r.random()  # the choice among one model
+    xi = _between(r, HESTON_RANGES["xi"])
+    kappa = _between(r, HESTON_RANGES["kappa"])
+    return sf.Heston(xi=xi, kappa=kappa, s0=40.0, rho=-0.6)
+
+
+def _mixed_members(lib):
+    return [
+        lib.GBM(n_assets=2, corr=CORR2),
+        lib.MeanReverting(mean=[90.0, 110.0], n_assets=2),
+        lib.BlockBootstrap(RETURNS3[:, :2], block_size=3),
+    ]
+
+
+def _mixed_factory(chosen):
+    def factory(r):
+        u = r.random()
+        c = min(int(np.sum(u >= np.cumsum(MIXED_PROBS))), len(MIXED_PROBS) - 1)
+        chosen.append(c)
+        if c == 0:
+            mu = _between(r, MIXED_RANGES[0]["mu"])
+            sigma = _between(r, MIXED_RANGES[0]["sigma"])
+            return sf.GBM(mu, sigma, n_assets=2, corr=CORR2)
+        if c == 1:
+            theta = _between(r, MIXED_RANGES[1]["theta"])
+            return sf.MeanReverting(theta, mean=[90.0, 110.0], n_assets=2)
+        return _mixed_members(sf)[2]
+
+    return factory
+
+
+@pytest.mark.parametrize("lib", [pf, sf], ids=["parallax_models", "sekai_models"])
+def test_trading_with_a_randomized_family_matches_sekai(lib):
+    with jax.enable_x64(True):
+        model = pf.Randomized(_heston_family(lib), HESTON_RANGES)
+        ours = pf.TradingEnv(model=model, **SHORT)
+        assert all(isinstance(m, pf.Heston) for m in ours.params.model.models)
+        theirs = sekai.make("Trading-v0", model=sf.Randomized(_heston_factory), **SHORT)
+        assert float(ours.params.dt) == theirs.dt
+        for seed in (0, 1):
+            key = jax.random.key(seed)
+            assert run_against_sekai(ours, theirs, key, _actions(10, 3, seed)) == 10
+        # the episodes drew different parameters
+        xi = [float(model.draw(rng.episode_key(jax.random.key(s)))[1][0].xi[0]) for s in (0, 1)]
+        assert xi[0] != xi[1] and all(0.3 <= x <= 1.2 for x in xi)
+    with pytest.raises(TypeError, match="Randomized"):
+        pf.TradingEnv(model=sf.Randomized(_heston_factory), **SHORT)
+
+
+@pytest.mark.parametrize("lib", [pf, sf], ids=["parallax_models", "sekai_models"])
+def test_portfolio_with_a_randomized_mixture_matches_sekai(lib):
+    with jax.enable_x64(True):
+        model = pf.Randomized(_mixed_members(lib), MIXED_RANGES, probs=MIXED_PROBS)
+        ours = pf.PortfolioEnv(model=model, **SHORT)
+        assert ours.n_assets == 2
+        chosen: list[int] = []
+        theirs = sekai.make("Portfolio-v0", model=sf.Randomized(_mixed_factory(chosen)), **SHORT)
+        chosen.clear()  # sekai's Randomized built its reference model
+        for seed in range(4):
+            key = jax.random.key(seed)
+            assert run_against_sekai(ours, theirs, key, _weights(10, 2, seed)) == 10
+        assert set(chosen) == {0, 1, 2}, chosen  # every member was compared
+
+
+FLOAT32_MODELS = {
+    "trading_bootstrap": lambda: pf.TradingEnv(
+        model=pf.BlockBootstrap(RETURNS1, block_size=3), **SHORT
+    ),
+    "trading_randomized": lambda: pf.TradingEnv(
+        model=pf.Randomized(_heston_family(pf), HESTON_RANGES), **SHORT
+    ),
+    "portfolio_cointegrated": lambda: pf.PortfolioEnv(model=pf.CointegratedPair(), **SHORT),
+    "portfolio_regime": lambda: pf.PortfolioEnv(
+        model=pf.RegimeSwitching(_regimes3(pf), SWITCHY), **SHORT
+    ),
+    "portfolio_randomized": lambda: pf.PortfolioEnv(
+        model=pf.Randomized(_mixed_members(pf), MIXED_RANGES, probs=MIXED_PROBS), **SHORT
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOAT32_MODELS))
+def test_more_model_envs_run_in_float32(name):
+    env = FLOAT32_MODELS[name]()
+    n = getattr(env, "n_assets", 1)
+    portfolio = isinstance(env, pf.PortfolioEnv)
+    actions = _weights(10, n, 0) if portfolio else _actions(10, 3, 0)
+    first, states = rollout(env, jax.random.key(0), actions)
+    leaves = jax.tree.leaves((first.observation, states.observation))
+    assert leaves
+    for leaf in leaves:
+        assert np.asarray(leaf).dtype == np.float32
+        assert np.all(np.isfinite(np.asarray(leaf)))
+    equity = np.asarray(states.info["equity"])
+    assert equity.dtype == np.float32 and np.all(np.isfinite(equity)) and np.all(equity > 0)
+    assert bool(states.truncation[-1]) or bool(states.termination[-1])
