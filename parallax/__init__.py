@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from ._core import State as State
     from ._core import StateT as StateT
     from ._core import VectorEnv as VectorEnv
+    from ._cpu import cpu_threads as cpu_threads
+    from ._cpu import set_cpu_threads as set_cpu_threads
     from ._registry import EnvSpec as EnvSpec
     from ._registry import make as make
     from ._registry import make_vec as make_vec
@@ -96,6 +98,7 @@ __all__ = [
     "__version__",
     "action_scan",
     "batch_mesh",
+    "cpu_threads",
     "final_observation",
     "make",
     "make_vec",
@@ -105,6 +108,7 @@ __all__ = [
     "register_namespace",
     "registered_ids",
     "rollout",
+    "set_cpu_threads",
     "shard_batch",
     "shard_rollout",
     "spaces",
@@ -124,6 +128,8 @@ _LAZY = {
     "State": "._core",
     "StateT": "._core",
     "VectorEnv": "._core",
+    "cpu_threads": "._cpu",
+    "set_cpu_threads": "._cpu",
     "action_scan": "._actions",
     "random_actions": "._actions",
     "EnvSpec": "._registry",

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._actions import action_scan, random_actions
+from ._cpu import cpu_threads
 from ._project import source_url
 
 COMPETITORS = ("sekai", "gymnax", "parallax-rl")
@@ -382,6 +383,8 @@ def benchmark(
         "max_episode_steps": max_episode_steps,
         "env_kwargs": env_kwargs,
         "dtype": "float64" if jax.config.read("jax_enable_x64") else "float32",
+        "backend": jax.default_backend(),
+        "cpu_threads": cpu_threads(),
         "steps_per_second": rate["median"],
         "steps_per_second_min": rate["min"],
         "steps_per_second_max": rate["max"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -129,3 +130,26 @@ def test_the_parallax_rl_worker_reports_a_failure_to_the_runner() -> None:
     finally:
         runner.close()
     assert runner.worker is None
+
+
+def test_thread_handoffs_runs_each_pool_size_in_its_own_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads per-thread counters from /proc")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # one CPU device, as a user has
+    out = tmp_path / "handoffs.json"
+    handoffs = load("thread_handoffs")
+    argv = ["--envs", "GridWorld-v0", "--num-envs", "8", "--steps", "16", "--calls", "2"]
+    assert handoffs.main([*argv, "--threads", "1", "--json", str(out)]) == 0
+    default, one = json.loads(out.read_text())
+    assert [default["threads"], one["threads"]] == [None, 1]
+    # each child sized XLA's pool as asked (the default: one thread per usable CPU)
+    assert one["pool_threads"] == 1
+    assert default["pool_threads"] == len(os.sched_getaffinity(0))
+    assert default["cpu_vs_default"] == 1.0
+    assert one["cpu_vs_default"] == one["cpu_ms_per_call"] / default["cpu_ms_per_call"]
+    for row in (default, one):
+        assert len(row["calls"]) == 2 and row["steps"] == 16 and row["num_envs"] == 8
+        assert all(c["cpu_s"] > 0 and c["wall_s"] > 0 for c in row["calls"])
+        assert row["busy_threads_last_call"]  # some thread of the child ran the last call
