@@ -177,7 +177,17 @@ def main(argv: list[str] | None = None) -> int:
         default=str(Path(__file__).parent / "results" / "finance_vs_sekai.json"),
         help="where to write the results",
     )
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=None,
+        help="XLA:CPU's thread pool size (parallax.set_cpu_threads; default: one per CPU)",
+    )
     args = parser.parse_args(argv)
+    if args.cpu_threads is not None:
+        import parallax
+
+        parallax.set_cpu_threads(args.cpu_threads)  # before JAX's first computation
 
     import jax
 
@@ -223,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "x64": bool(jax.config.jax_enable_x64),
+        "cpu_threads": args.cpu_threads,
         "parallax_steps": args.steps,
         "rounds": args.rounds,
     }

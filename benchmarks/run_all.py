@@ -82,12 +82,15 @@ JOBS: dict[str, list[str]] = {
         "--no-progress",
     ],
     # the targets, measured with more interleaved repeats: >= 30x sekai native at N = 1024
+    # (and 4096), with XLA's default CPU pool and with one thread (`set_cpu_threads(1)`)
     **{
-        f"target_{env_id}": [
+        f"target{suffix}_{env_id}": [
             *BENCH,
             env_id,
             "--num-envs",
             "1024",
+            "4096",
+            *threads,
             "--steps",
             "1000",
             "--repeats",
@@ -105,7 +108,18 @@ JOBS: dict[str, list[str]] = {
             ("MarketMaking-v0", "n_steps=50"),
             ("OptimalExecution-v0", "n_steps=25"),
         )
+        for suffix, threads in (("", []), ("_1thread", ["--cpu-threads", "1"]))
     },
+    # why our rollouts vary from call to call: XLA's CPU pool hands them between threads
+    "thread_handoffs": [
+        PY,
+        "benchmarks/thread_handoffs.py",
+        "--num-envs",
+        "1024",
+        "4096",
+        "--json",
+        "{out}",
+    ],
     "parallax_rl": [
         *BENCH,
         "gymnax/CartPole-v1",
