@@ -513,7 +513,14 @@ def test_benchmark_script_reports_every_field(tmp_path):
     (row,) = json.loads(out.read_text())
     assert row["model"] == "GARCH" and row["n_assets"] == 1
     assert row["step_s"] >= 0 and row["reset_s"] > 0 and row["vs_gbm"] >= 0
+    assert row["cpu_vs_gbm"] >= 0 and row["flops_vs_gbm"] > 0
     assert set(module.models()) >= {"GBM", "Heston", "Randomized", "BlockBootstrap"}
+    # --env: Trading-v0 with the model against GBM; two-asset models are skipped
+    only = ["--only", "GBM", "CointegratedPair"]
+    assert module.main([*argv[:6], *only, "--env", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["model"] == "GBM" and row["env"] == "Trading-v0" and row["episode_length"] == 50
+    assert row["env_step_s"] > 0 and row["env_flops_vs_gbm"] == 1.0
 
 
 def test_poisson_counts_for_large_means():
@@ -545,3 +552,175 @@ def test_the_sample_paths_example_draws_every_model():
         assert all(float(y[0]) == 100.0 for y in lines)  # every model starts at s0
         # (two bootstrap paths may start in the same block by chance: not all four)
         assert len({tuple(np.round(y, 6)) for y in lines}) > 1, ax.get_title()
+
+
+# --------------------------------------------------- draws apart from arithmetic
+def test_step_is_advance_of_draws_for_every_model():
+    """`step` = `advance(draws)`; the draws are keyed as declared, each a `*_vector` draw."""
+    key, row = rng.episode_key(jax.random.key(5)), jnp.uint32(7)
+    for name in CONFIGS:
+        model = _build(pf, name)
+        draws = model.draws(key, row, jnp.float32)
+        assert set(draws) == set(model.draw_keys()), name
+        for k, value in draws.items():
+            if k[0] in ("normal", "uniform"):
+                vector = rng.normal_vector if k[0] == "normal" else rng.uniform_vector
+                expected = vector(key, row, k[1], k[2], dtype=jnp.float32)
+                np.testing.assert_array_equal(value, expected, err_msg=f"{name} {k}")
+        state = model.init(key)
+        stepped = model.step(state, key, row)
+        advanced = model.advance(state, draws)
+        jax.tree.map(np.testing.assert_array_equal, stepped, advanced)
+
+
+def test_draws_of_several_keys_equal_separate_draws(x64):
+    """`_draw` makes each named draw once, equal to its own `*_vector` call, bit for bit."""
+    from parallax.finance._models._base import _draw
+
+    dtype = jnp.float64 if x64 else jnp.float32
+    keys = rng.episode_key(jax.random.split(jax.random.key(1), 16))
+    wanted = [("normal", 0, 3), ("normal", 2, 3), ("uniform", 3, 3), ("uniform", 5, 3)]
+    keys_twice = [*wanted, ("normal", 0, 3), ("bootstrap row", 7)]
+
+    @jax.jit
+    def both(k, t):
+        joint = _draw(k, t, dtype, keys_twice)
+        vector = {"normal": rng.normal_vector, "uniform": rng.uniform_vector}
+        apart = {w: vector[w[0]](k, t, w[1], w[2], dtype=dtype) for w in wanted}
+        return joint, apart
+
+    for t in (0, 9, 250):
+        joint, apart = jax.vmap(both, in_axes=(0, None))(keys, jnp.uint32(t))
+        assert set(joint) == set(wanted)
+        for w in wanted:
+            assert joint[w].dtype == dtype
+            np.testing.assert_array_equal(joint[w], apart[w])
+
+
+MIXTURE = [
+    pf.GBM(),
+    pf.Heston(),
+    pf.GARCH(),
+    pf.MertonJumpDiffusion(jump_intensity=60.0),
+    pf.BlockBootstrap(RETURNS[:, :1], block_size=5),
+    pf.BlockBootstrap(RETURNS[:, 1:], block_size=3),
+]
+MIXTURE_RANGES = [
+    {"sigma": (0.1, 0.5)},
+    {"xi": (0.1, 0.6)},
+    {"alpha": (0.0, 0.05)},
+    None,
+    None,
+    None,
+]
+
+
+def test_mixed_randomized_advances_every_model_on_its_own_path(x64):
+    """Every model of a mixture follows its own `step`'s path, bit for bit, chosen or not."""
+    model = pf.Randomized(MIXTURE, MIXTURE_RANGES)
+    keys = rng.episode_key(jax.random.split(jax.random.key(2), 24))
+    steps = 15
+
+    @jax.jit
+    def run(key):
+        def body(state, t):
+            state, prices = model.step(state, key, t)
+            return state, prices
+
+        first = model.init(key)
+        last, prices = jax.lax.scan(body, first, jnp.arange(steps, dtype=jnp.uint32))
+        _, drawn = model.draw(key)
+        own = []
+        for m, s in zip(drawn, first.latent["states"], strict=True):
+
+            def body_c(state, t, m=m):
+                return m.step(state, key, t)
+
+            own.append(jax.lax.scan(body_c, s, jnp.arange(steps, dtype=jnp.uint32)))
+        return last, prices, own
+
+    last, prices, own = jax.vmap(run)(keys)
+    choices = np.asarray(last.latent["choice"])
+    assert len(set(choices.tolist())) >= 4
+    # equal up to XLA's contraction of a * b + c into an FMA, which differs between programs
+    rtol = 1e-13 if x64 else 1e-6
+    for c, (own_last, own_prices) in enumerate(own):
+        mine = last.latent["states"][c]
+        np.testing.assert_allclose(mine.log_level, own_last.log_level, rtol=rtol, atol=rtol)
+        jax.tree.map(
+            functools.partial(np.testing.assert_allclose, rtol=rtol), mine.latent, own_last.latent
+        )
+        chosen = choices == c
+        np.testing.assert_allclose(
+            np.asarray(prices)[chosen], np.asarray(own_prices)[chosen], rtol=rtol
+        )
+    levels = np.stack([s.log_level for s in last.latent["states"]], 1)
+    np.testing.assert_array_equal(last.log_level, levels[np.arange(len(choices)), choices])
+
+
+def _flops(fn, *args):
+    cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost["flops"])
+
+
+def test_mixed_randomized_makes_each_draw_once():
+    """GBM, Heston and GARCH share the PRICE normals: the mixture draws two normals per step
+    (Heston's), and its draws cost no more than Heston's, far less than the three models'."""
+    members = [pf.GBM(), pf.Heston(), pf.GARCH()]
+    model = pf.Randomized(members)
+    assert set(model.draw_keys()) == {("normal", 0, 1), ("normal", 2, 1)}
+    row = jnp.uint32(3)
+    keys = rng.episode_key(jax.random.split(jax.random.key(0), 256))
+
+    def draws_of(m):
+        return _flops(jax.vmap(lambda k: m.draws(k, row, jnp.float32)), keys)
+
+    mixed, separate = draws_of(model), [draws_of(m) for m in members]
+    assert mixed <= separate[1]  # no more than Heston's own draws
+    assert mixed < 0.6 * sum(separate)
+
+
+def test_poisson_first_terms_then_search_equal_the_plain_search(x64):
+    """`_poisson` (the first CDF terms at once, then the sequential search) gives the counts
+    of the plain sequential search for every mean, including 0, negative and non-finite."""
+    from parallax.finance._models._base import _poisson
+
+    def plain(u, mean):
+        small = mean <= 30.0
+        m = jnp.where(small, mean, 0.0)
+        cap = m + 12.0 * jnp.sqrt(m) + 20.0
+
+        def go_of(k, cdf):
+            return (u >= cdf) & (k.astype(u.dtype) < cap)
+
+        def body(carry):
+            k, p, cdf = carry
+            go = go_of(k, cdf)
+            k1 = k + go.astype(k.dtype)
+            p = jnp.where(go, p * m / k1.astype(u.dtype), p)
+            return k1, p, jnp.where(go, cdf + p, cdf)
+
+        p0 = jnp.exp(-m)
+        start = (jnp.zeros(u.shape, jnp.int32), p0, p0)
+        k, _, _ = jax.lax.while_loop(lambda c: jnp.any(go_of(c[0], c[2])), body, start)
+        z = jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+        big = jnp.maximum(jnp.floor(mean + jnp.sqrt(mean) * z + 0.5), 0.0)
+        return jnp.where(small, k.astype(u.dtype), big)
+
+    dtype = jnp.float64 if x64 else jnp.float32
+    u = jnp.asarray(
+        np.concatenate([np.random.default_rng(0).random(20000), [0.0, 0.5, 1 - 1e-7]]), dtype
+    )
+    means = [0.0, 1 / 252, 0.1, 1.0, 7.0, 29.9, 30.0, 30.5, 100.0, -0.1, np.nan, np.inf]
+    for mean in means:
+        m = jnp.full(u.shape, mean, dtype)
+        np.testing.assert_array_equal(jax.jit(_poisson)(u, m), jax.jit(plain)(u, m), str(mean))
+    # per-path means under vmap (both branches), and one mean shared by the batch
+    m = jnp.asarray(np.random.default_rng(1).uniform(0, 40, u.shape), dtype)
+    vm = jax.vmap(_poisson), jax.vmap(plain)
+    np.testing.assert_array_equal(vm[0](u[:, None], m[:, None]), vm[1](u[:, None], m[:, None]))
+    shared = jax.vmap(_poisson, in_axes=(0, None)), jax.vmap(plain, in_axes=(0, None))
+    for mean in (0.004, 3.0, 45.0):
+        m1 = jnp.full((1,), mean, dtype)
+        np.testing.assert_array_equal(shared[0](u[:, None], m1), shared[1](u[:, None], m1))

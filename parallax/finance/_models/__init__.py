@@ -6,7 +6,10 @@ with sekai's error types and messages. Its dynamics are two pure functions with 
 shapes:
 
 - `model.init(episode_key) -> ModelState`: the state at path row 0 (prices `s0`);
-- `model.step(state, episode_key, t) -> (ModelState, prices)`: from row `t` to `t + 1`.
+- `model.step(state, episode_key, t) -> (ModelState, prices)`: from row `t` to `t + 1`,
+  which is `model.advance(state, model.draws(episode_key, t, dtype))`: the step's random
+  numbers (a dict keyed by what they are, `("normal", slot, width)`, ...), then its
+  arithmetic. A `Randomized` mixture makes a draw that several of its models use once.
 
 A draw is `parallax.rng.<draw>(episode_key, t, slot, index)`, with the slots declared in
 the model's `SLOTS` table. So path row `t` never depends on how many rows were made before

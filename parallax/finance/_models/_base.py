@@ -1,8 +1,10 @@
 """The shared machinery of the market models (`parallax.finance._models`).
 
 - `MarketModel`: the base class, an immutable params pytree (leaves listed in `_leaves`,
-  static fields in `_static`) with `init`, `step`, `prices`, `record`, `simulate`,
-  `sekai_draws` and `replace`;
+  static fields in `_static`) with `init`, `step` (= `advance` of `draws`), `prices`,
+  `record`, `simulate`, `sekai_draws` and `replace`;
+- draw keys (`_normal_key`, `_uniform_key`) and `_draw`, which makes the draws of a list
+  of keys, each once;
 - `ModelState` (`log_level` and the model's `latent` dict) and `Simulation` (a whole path);
 - the slot numbers shared by every model (`PRICE` is slot 0, as in the envs' market);
 - sekai's argument checks (`_require`, `_vector`, `_cholesky`, ... with sekai's messages);
@@ -190,16 +192,43 @@ def _categorical(cumulative: Any, u: Any) -> jax.Array:
     return jnp.minimum(count, k - 1)
 
 
+# The Poisson search first compares `u` with this many terms of the CDF at once (a function
+# of the mean only, so one table serves every path when the mean is shared); only counts of
+# at least this many go on to the sequential search. Jumps per step are rare (lambda dt is
+# about 0.004 for sekai's defaults), so that search almost never runs an iteration.
+_POISSON_TERMS = 2
+
+
 def _poisson(u: jax.Array, mean: jax.Array) -> jax.Array:
     """Poisson counts by inversion of uniforms `u`: the smallest k with `CDF(k) > u`.
 
-    Exact inversion (a sequential search, as long as the largest count of the batch) for
-    means up to 30; above that, the rounded normal approximation `m + sqrt(m) Phi^-1(u)`
-    (`Phi^-1(u) = sqrt(2) erfinv(2u - 1)`).
+    Exact inversion for means up to 30: `u` is compared with the first `_POISSON_TERMS`
+    terms of the CDF, then a sequential search (as long as the largest count of the batch)
+    finishes the counts that reach them; the result is that of the search alone. Above 30,
+    the rounded normal approximation `m + sqrt(m) Phi^-1(u)` (`Phi^-1(u) = sqrt(2)
+    erfinv(2u - 1)`), computed only when some mean is above 30 (when the means are shared
+    by the batch; under `vmap` over means, both are computed).
     """
     small = mean <= 30.0
     m = jnp.where(small, mean, 0.0)
     cap = m + 12.0 * jnp.sqrt(m) + 20.0
+
+    # Terms j <= _POISSON_TERMS of the CDF, with the search's own arithmetic (a function of
+    # the mean only): p_j = p_{j-1} m / j, cdf_j = cdf_{j-1} + p_j. For m >= 0, cdf_j rises
+    # with j and `j < cap` holds for j < 20, so the number of j < _POISSON_TERMS with
+    # `u >= cdf_j` is where the search would stop if below _POISSON_TERMS; a mean that gives
+    # a NaN cap (m < 0) stops both at 0.
+    shape = jnp.broadcast_shapes(u.shape, m.shape)
+    p = jnp.exp(-m)
+    cdf = p
+    k = jnp.zeros(shape, jnp.int32)
+    for j in range(_POISSON_TERMS):
+        if j:
+            p = p * m / jnp.asarray(j, u.dtype)
+            cdf = cdf + p
+        k = k + ((u >= cdf) & (j < cap)).astype(jnp.int32)
+    p = p * m / jnp.asarray(_POISSON_TERMS, u.dtype)
+    cdf = cdf + p
 
     def more(carry: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
         k, _, cdf = carry
@@ -214,12 +243,18 @@ def _poisson(u: jax.Array, mean: jax.Array) -> jax.Array:
         p = jnp.where(go, p * m / k1.astype(u.dtype), p)
         return k1, p, jnp.where(go, cdf + p, cdf)
 
-    p0 = jnp.exp(-m)
-    k, _, _ = jax.lax.while_loop(more, body, (jnp.zeros(u.shape, jnp.int32), p0, p0))
-    big = jnp.maximum(
-        jnp.floor(mean + jnp.sqrt(mean) * (jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)) + 0.5),
-        0.0,
-    )
+    # The search goes on from term _POISSON_TERMS for every path: one whose count is smaller
+    # has u < cdf_count <= cdf_{_POISSON_TERMS} and does not move.
+    start = (k, jnp.broadcast_to(p, shape), jnp.broadcast_to(cdf, shape))
+    k, _, _ = jax.lax.while_loop(more, body, start)
+
+    def normal_approximation() -> jax.Array:
+        z = jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * u - 1.0)
+        return jnp.broadcast_to(
+            jnp.maximum(jnp.floor(mean + jnp.sqrt(mean) * z + 0.5), 0.0), k.shape
+        ).astype(u.dtype)
+
+    big = jax.lax.cond(jnp.any(~small), normal_approximation, lambda: jnp.zeros(k.shape, u.dtype))
     return jnp.where(small, k.astype(u.dtype), big)
 
 
@@ -229,6 +264,41 @@ def _rows(n_steps: int) -> jax.Array:
 
 def _np(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
+
+
+# ------------------------------------------------------------------------ step draws
+# A step's random numbers are named by draw keys. `("normal", slot, width)` and
+# `("uniform", slot, width)` are `rng.normal_vector` / `rng.uniform_vector(episode_key, row,
+# slot, width)`: the same key is the same numbers in every model, so a mixture of models
+# (`Randomized`) draws each once. Any other key (a tuple led by another word) belongs to the
+# model that names it, which computes it in its own `draws`.
+_SHARED_KINDS = ("normal", "uniform")
+
+
+def _normal_key(slot: int, width: int) -> tuple[str, int, int]:
+    return ("normal", slot, width)
+
+
+def _uniform_key(slot: int, width: int) -> tuple[str, int, int]:
+    return ("uniform", slot, width)
+
+
+def _draw(
+    episode_key: jax.Array, row: jax.Array, dtype: Any, keys: Sequence[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], jax.Array]:
+    """The shared-kind draws named by `keys` (others are skipped), each made once.
+
+    One `*_vector` call per key. (One call over a column of slots would compute the
+    per-(episode, step) part of the hash once, 11 flops less per pair of normals, but XLA:CPU
+    ran that program 4-10x slower, and its fusions contracted a correlated model's
+    arithmetic differently.)
+    """
+    out: dict[tuple[Any, ...], jax.Array] = {}
+    vectors = {"normal": rng.normal_vector, "uniform": rng.uniform_vector}
+    for key in keys:
+        if key[0] in vectors and key not in out:
+            out[key] = vectors[key[0]](episode_key, row, key[1], key[2], dtype=dtype)
+    return out
 
 
 # ------------------------------------------------------------------------------- base
@@ -319,7 +389,37 @@ class MarketModel:
     def step(
         self, state: ModelState, episode_key: jax.Array, t: Any
     ) -> tuple[ModelState, jax.Array]:
-        """Advance from path row `t` to `t + 1`; returns the new state and its prices."""
+        """Advance from path row `t` to `t + 1`; returns the new state and its prices.
+
+        This is `advance(state, draws(episode_key, t, dtype))`, the dtype being the state's.
+        """
+        row = jnp.asarray(t, jnp.uint32)
+        return self.advance(state, self.draws(episode_key, row, state.log_level.dtype))
+
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        """The keys of the random numbers one step uses (see `draws`)."""
+        return ()
+
+    def draws(
+        self, episode_key: jax.Array, row: jax.Array, dtype: Any
+    ) -> dict[tuple[Any, ...], jax.Array]:
+        """The random numbers of the step from path row `row`, by draw key.
+
+        `("normal", slot, width)` is `rng.normal_vector(episode_key, row, slot, width)` and
+        `("uniform", slot, width)` the uniform one; a model with another key overrides this
+        (its value may depend on the model's static fields, never on its float leaves).
+
+        Args:
+            episode_key: uint32 `(2,)`.
+            row: uint32 `()`, the path row the step starts from.
+            dtype: the float dtype of the state.
+        """
+        return _draw(episode_key, row, dtype, self.draw_keys())
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
+    ) -> tuple[ModelState, jax.Array]:
+        """The step's arithmetic: the next state and its prices, given the step's `draws`."""
         raise NotImplementedError
 
     def prices(self, state: ModelState) -> jax.Array:

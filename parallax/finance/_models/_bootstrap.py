@@ -68,18 +68,24 @@ class BlockBootstrap(MarketModel):
             s0=_initial_prices(s0, n),
         )
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        table = _f(self.returns, dtype)
-        n_rows = table.shape[0]
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (("bootstrap row", _BLOCK),)
+
+    def draws(
+        self, episode_key: jax.Array, row: jax.Array, dtype: Any
+    ) -> dict[tuple[Any, ...], jax.Array]:
+        n_rows = np.shape(self.returns)[0]
         size = jnp.asarray(self.block_size, jnp.int32)
-        t = jnp.asarray(t, jnp.int32)
+        t = jnp.asarray(row, jnp.int32)
         block = (t // size).astype(jnp.uint32)
         start = rng.randint(episode_key, block, _BLOCK, 0, n_rows)
-        row = (start + t % size) % n_rows
-        new = ModelState(state.log_level + table[row], {})
+        return {("bootstrap row", _BLOCK): (start + t % size) % n_rows}
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
+    ) -> tuple[ModelState, jax.Array]:
+        table = _f(self.returns, state.log_level.dtype)
+        new = ModelState(state.log_level + table[draws[("bootstrap row", _BLOCK)]], {})
         return new, self.prices(new)
 
     def sekai_draws(self, episode_key: jax.Array, n_steps: int) -> list[tuple[str, tuple, Any]]:

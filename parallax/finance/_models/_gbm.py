@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import rng
 from ._base import (
     _DT,
     _PRICE,
@@ -24,6 +23,7 @@ from ._base import (
     _float,
     _initial_prices,
     _normal_draws,
+    _normal_key,
     _ou,
     _real,
     _require,
@@ -92,13 +92,14 @@ class GBM(MarketModel):
             chol=chol,
         )
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, self.n_assets),)
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        z = rng.normal_vector(
-            episode_key, jnp.asarray(t, jnp.uint32), _PRICE, self.n_assets, dtype=dtype
-        )
+        z = draws[_normal_key(_PRICE, self.n_assets)]
         z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
         mu, sigma, dt = _f(self.mu, dtype), _f(self.sigma, dtype), _f(self.dt, dtype)
         inc = (mu - 0.5 * sigma**2) * dt + sigma * jnp.sqrt(dt) * z
@@ -161,13 +162,14 @@ class MeanReverting(MarketModel):
             chol=chol,
         )
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, self.n_assets),)
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        z = rng.normal_vector(
-            episode_key, jnp.asarray(t, jnp.uint32), _PRICE, self.n_assets, dtype=dtype
-        )
+        z = draws[_normal_key(_PRICE, self.n_assets)]
         z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
         th, me, sig, s0, dt = (
             _f(getattr(self, k), dtype) for k in ("theta", "mean", "sigma", "s0", "dt")
@@ -239,11 +241,14 @@ class CointegratedPair(MarketModel):
         zero = jnp.zeros((), _float())
         return ModelState(jnp.zeros((2,), _float()), {"trend": zero, "spread": zero})
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, 2),)
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        z = rng.normal_vector(episode_key, jnp.asarray(t, jnp.uint32), _PRICE, 2, dtype=dtype)
+        z = draws[_normal_key(_PRICE, 2)]
         mu, sig, th, ssig, dt = (
             _f(getattr(self, k), dtype) for k in ("mu", "sigma", "theta", "spread_sigma", "dt")
         )

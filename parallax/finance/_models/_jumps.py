@@ -25,11 +25,13 @@ from ._base import (
     _f,
     _float,
     _initial_prices,
+    _normal_key,
     _poisson,
     _require,
     _rows,
     _slots,
     _step_length,
+    _uniform_key,
     _vector,
 )
 
@@ -114,22 +116,28 @@ class MertonJumpDiffusion(MarketModel):
         zeros = jnp.zeros((self.n_assets,), _float())
         return ModelState(zeros, {"jumps": zeros})
 
-    def _counts(self, episode_key: jax.Array, row: Any, dtype: Any) -> jax.Array:
-        u = rng.uniform_vector(episode_key, row, _JUMP_COUNT, self.n_assets, dtype=dtype)
+    def _counts(self, u: jax.Array, dtype: Any) -> jax.Array:
         return _poisson(u, _f(self.jump_intensity, dtype) * _f(self.dt, dtype))
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        n = self.n_assets
+        return (
+            _normal_key(_PRICE, n),
+            _uniform_key(_JUMP_COUNT, n),
+            _normal_key(_JUMP_SIZE, n),
+        )
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        row = jnp.asarray(t, jnp.uint32)
         n = self.n_assets
         z = _correlate(
-            rng.normal_vector(episode_key, row, _PRICE, n, dtype=dtype),
+            draws[_normal_key(_PRICE, n)],
             None if self.chol is None else _f(self.chol, dtype),
         )
-        counts = self._counts(episode_key, row, dtype)
-        w = rng.normal_vector(episode_key, row, _JUMP_SIZE, n, dtype=dtype)
+        counts = self._counts(draws[_uniform_key(_JUMP_COUNT, n)], dtype)
+        w = draws[_normal_key(_JUMP_SIZE, n)]
         p = {k: _f(getattr(self, k), dtype) for k in self._leaves if k not in ("chol", "s0")}
         k = jnp.expm1(p["jump_mean"] + 0.5 * p["jump_std"] ** 2)
         drift = (p["mu"] - 0.5 * p["sigma"] ** 2 - p["jump_intensity"] * k) * p["dt"]
@@ -153,4 +161,8 @@ class MertonJumpDiffusion(MarketModel):
 
 @functools.partial(jax.jit, static_argnums=2)
 def _all_counts(model: MertonJumpDiffusion, episode_key: jax.Array, steps: int) -> jax.Array:
-    return jax.vmap(lambda r: model._counts(episode_key, r, _float()))(_rows(steps))
+    def counts(row: jax.Array) -> jax.Array:
+        u = rng.uniform_vector(episode_key, row, _JUMP_COUNT, model.n_assets, dtype=_float())
+        return model._counts(u, _float())
+
+    return jax.vmap(counts)(_rows(steps))

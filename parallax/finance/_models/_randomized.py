@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -15,10 +15,12 @@ from ...rng import Slot, SlotTable
 from ._base import (
     _CHOICE,
     _PARAM,
+    _SHARED_KINDS,
     MarketModel,
     ModelState,
     _categorical,
     _check_steps,
+    _draw,
     _f,
     _float,
     _np,
@@ -36,7 +38,9 @@ class Randomized(MarketModel):
     At `init` one of `models` is chosen (probabilities `probs`, uniform of slot CHOICE by
     sekai's categorical rule) and each ranged parameter of the chosen model is drawn as
     `low + (high - low) u` (slot PARAM, index `8 * c + f` for model `c`'s f-th range,
-    broadcast over assets). `step` is a `lax.switch` over the models. sekai's
+    broadcast over assets). `step` advances every model on one set of draws (a draw that
+    several models use is made once) and keeps the chosen model's level, so its cost is the
+    union of the models' draws plus the sum of their arithmetic, batched or not. sekai's
     `Randomized(factory)` takes arbitrary Python; this is the traceable equivalent (a
     factory that draws `random()` for the choice, then one `random()` per range in order,
     and builds the model, gives sekai the same path).
@@ -182,29 +186,57 @@ class Randomized(MarketModel):
         level = jnp.stack([s.log_level for s in states])[choice]
         return ModelState(level, {"choice": choice, "models": drawn, "states": states})
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def _model_keys(self, c: int) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """`(key in model c, key here)`: shared kinds keep their key, others get `c` first."""
+        return [
+            (key, key if key[0] in _SHARED_KINDS else (c, *key))
+            for key in self.models[c].draw_keys()
+        ]
+
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        keys: dict[tuple[Any, ...], None] = {}
+        for c in range(len(self.models)):
+            keys.update((here, None) for _, here in self._model_keys(c))
+        return tuple(keys)
+
+    def draws(
+        self, episode_key: jax.Array, row: jax.Array, dtype: Any
+    ) -> dict[tuple[Any, ...], jax.Array]:
+        out = _draw(episode_key, row, dtype, self.draw_keys())
+        for c, m in enumerate(self.models):
+            own = [(key, here) for key, here in self._model_keys(c) if here not in out]
+            if own:
+                values = m.draws(episode_key, row, dtype)
+                out.update((here, values[key]) for key, here in own)
+        return out
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
+        """Every model advances on the shared draws; the level is the chosen model's.
+
+        Under `vmap` a `lax.switch` over the models would run every branch anyway, each with
+        its own draws, and select every model's state; here each draw is made once and only
+        the level is selected. Each model's state is the one its own `step` gives.
+        """
         drawn, states = state.latent["models"], state.latent["states"]
-
-        def branch(c: int) -> Callable[[], Any]:
-            def run() -> Any:
-                new, prices = drawn[c].step(states[c], episode_key, t)
-                return tuple(new if i == c else s for i, s in enumerate(states)), prices
-
-            return run
-
-        new_states, prices = jax.lax.switch(
-            state.latent["choice"], [branch(c) for c in range(len(drawn))]
+        new_states = tuple(
+            m.advance(s, {key: draws[here] for key, here in self._model_keys(c)})[0]
+            for c, (m, s) in enumerate(zip(drawn, states, strict=True))
         )
-        level = jnp.stack([s.log_level for s in new_states])[state.latent["choice"]]
-        latent = {"choice": state.latent["choice"], "models": drawn, "states": new_states}
-        return ModelState(level, latent), prices
+        choice = state.latent["choice"]
+        level = jax.lax.select_n(choice, *(s.log_level for s in new_states))
+        new = ModelState(level, {"choice": choice, "models": drawn, "states": new_states})
+        return new, self.prices(new)
 
     def prices(self, state: ModelState) -> jax.Array:
-        drawn, states = state.latent["models"], state.latent["states"]
-        every = [m.prices(s) for m, s in zip(drawn, states, strict=True)]
-        return jnp.stack(every)[state.latent["choice"]]
+        """The chosen model's `s0 * exp(log_level)` (its own `prices`, bit for bit)."""
+        dtype = state.log_level.dtype
+        s0 = [
+            jnp.broadcast_to(_f(getattr(m, "s0"), dtype), (self.n_assets,))  # noqa: B009
+            for m in state.latent["models"]
+        ]
+        return jax.lax.select_n(state.latent["choice"], *s0) * jnp.exp(state.log_level)
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"choice": state.latent["choice"]}

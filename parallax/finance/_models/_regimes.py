@@ -22,9 +22,11 @@ from ._base import (
     _correlate,
     _f,
     _float,
+    _normal_key,
     _require,
     _rows,
     _slots,
+    _uniform_key,
 )
 from ._gbm import GBM
 
@@ -137,18 +139,20 @@ class RegimeSwitching(MarketModel):
         regime = _categorical(_f(self.cum_initial, dtype), u0).astype(jnp.int32)
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"regime": regime})
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, self.n_assets), _uniform_key(_REGIME, 1))
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        row = jnp.asarray(t, jnp.uint32)
         r = state.latent["regime"]
-        z = rng.normal_vector(episode_key, row, _PRICE, self.n_assets, dtype=dtype)
+        z = draws[_normal_key(_PRICE, self.n_assets)]
         if self.chol is not None:
             z = _correlate(z, _f(self.chol, dtype)[r])
         mu, sigma, dt = _f(self.mu, dtype)[r], _f(self.sigma, dtype)[r], _f(self.dt, dtype)
         inc = (mu - 0.5 * sigma**2) * dt + sigma * jnp.sqrt(dt) * z
-        u = rng.uniform(episode_key, row, _REGIME, 0, dtype=dtype)
+        u = draws[_uniform_key(_REGIME, 1)][0]
         nxt = _categorical(_f(self.cum_transition, dtype)[r], u).astype(jnp.int32)
         new = ModelState(state.log_level + inc, {"regime": nxt})
         return new, self.prices(new)

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import rng
 from ...rng import Slot
 from ._base import (
     _DT,
@@ -24,6 +23,7 @@ from ._base import (
     _float,
     _initial_prices,
     _normal_draws,
+    _normal_key,
     _require,
     _slots,
     _step_length,
@@ -106,13 +106,15 @@ class Heston(MarketModel):
         v = jnp.broadcast_to(_f(self.v0, dtype), (self.n_assets,))
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"v": v})
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, self.n_assets), _normal_key(_VARIANCE, self.n_assets))
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        row = jnp.asarray(t, jnp.uint32)
-        z1 = rng.normal_vector(episode_key, row, _PRICE, self.n_assets, dtype=dtype)
-        e = rng.normal_vector(episode_key, row, _VARIANCE, self.n_assets, dtype=dtype)
+        z1 = draws[_normal_key(_PRICE, self.n_assets)]
+        e = draws[_normal_key(_VARIANCE, self.n_assets)]
         z1 = _correlate(z1, None if self.chol is None else _f(self.chol, dtype))
         p = {k: _f(getattr(self, k), dtype) for k in ("mu", "kappa", "theta", "xi", "rho", "dt")}
         z2 = p["rho"] * z1 + jnp.sqrt(1.0 - p["rho"] ** 2) * e
@@ -202,13 +204,14 @@ class GARCH(MarketModel):
         h = jnp.broadcast_to(om / (1.0 - al - be), (self.n_assets,))
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"variance": h})
 
-    def step(
-        self, state: ModelState, episode_key: jax.Array, t: Any
+    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
+        return (_normal_key(_PRICE, self.n_assets),)
+
+    def advance(
+        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
     ) -> tuple[ModelState, jax.Array]:
         dtype = state.log_level.dtype
-        z = rng.normal_vector(
-            episode_key, jnp.asarray(t, jnp.uint32), _PRICE, self.n_assets, dtype=dtype
-        )
+        z = draws[_normal_key(_PRICE, self.n_assets)]
         z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
         om, al, be, mu, dt = (
             _f(getattr(self, k), dtype) for k in ("omega", "alpha", "beta", "mu", "dt")
