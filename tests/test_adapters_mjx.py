@@ -119,8 +119,10 @@ def test_point_mass_matches_playground_training_wrappers(point_mass):
 class Compiled(parallax.Wrapper):
     """`reset` / `step` compiled once. The battery also steps envs one call at a time; an
     MJX step run op by op compiles thousands of primitives (minutes on a CPU), so the
-    battery runs with `disable_jit=False` over this wrapper. `jit` does not change what the
-    adapter computes, and the battery still checks every state."""
+    battery runs with `disable_jit=False` over this wrapper, and the wrapper keeps its
+    compiled programs even inside `jax.disable_jit()` (check_batch_independence resets its
+    solo runs there). `jit` does not change what the adapter computes, and the battery still
+    checks every state."""
 
     def __init__(self, env):
         super().__init__(env)
@@ -128,10 +130,12 @@ class Compiled(parallax.Wrapper):
         self._step = jax.jit(env.step)
 
     def reset(self, *, key):
-        return self._reset(key)
+        with jax.disable_jit(False):
+            return self._reset(key)
 
     def step(self, state, action):
-        return self._step(state, action)
+        with jax.disable_jit(False):
+            return self._step(state, action)
 
 
 @pytest.fixture(scope="module")
@@ -152,9 +156,15 @@ def test_time_limit_from_the_config_is_a_truncation(compiled_pendulum):
 def test_passes_the_parallax_battery(compiled_pendulum):
     check_env(compiled_pendulum, num_steps=5, num_keys=2, disable_jit=False)
     # MuJoCo's float sums are reassociated under vmap (e.g. cinert differs by 5e-12), so
-    # the batch is compared with the transform tolerance, not bit for bit
+    # the batch is compared with the transform tolerance, not bit for bit; the solo runs
+    # reuse the wrapper's compiled step (as the star-import battery passes its session's)
+    # instead of compiling `jax.jit(env.step)` of the wrapper once more
     check_batch_independence(
-        compiled_pendulum, num_envs=2, num_steps=5, tolerance=TRANSFORM_TOLERANCE
+        compiled_pendulum,
+        num_envs=2,
+        num_steps=5,
+        tolerance=TRANSFORM_TOLERANCE,
+        _solo_step=compiled_pendulum.step,
     )
 
 
@@ -180,13 +190,20 @@ def test_episode_length_comes_from_public_config_or_wrappers(pendulum, caplog):
     assert pendulum.episode_length == 4 and pendulum.action_repeat == 1
     config = registry.get_default_config("PendulumSwingup")
     config.episode_length, config.action_repeat = 321, 2
-    from_config = MJXAdapter(env, config=config)
-    assert (from_config.episode_length, from_config.action_repeat) == (321, 2)
     trained = wrapper.wrap_for_brax_training(env, episode_length=77, action_repeat=3)
-    stripped = MJXAdapter(trained)
+    # each adapter traces playground's reset (seconds for MJX), so each case is built once;
+    # all of these find the time limit somewhere public: nothing to say
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="parallax.adapters"):
+        from_config = MJXAdapter(env, config=config)
+        stripped = MJXAdapter(trained)
+        explicit = MJXAdapter(trained, episode_length=5, action_repeat=1)
+        given = MJXAdapter(env, episode_length=9)
+    assert caplog.records == []
+    assert (from_config.episode_length, from_config.action_repeat) == (321, 2)
     assert stripped.env is env and (stripped.episode_length, stripped.action_repeat) == (77, 3)
-    explicit = MJXAdapter(trained, episode_length=5, action_repeat=1)
     assert (explicit.episode_length, explicit.action_repeat) == (5, 1)
+    assert (given.episode_length, given.action_repeat) == (9, 1)
     # no config, no wrapper: the env's private config is not read, so no time limit, and
     # the user is told how to give one
     caplog.clear()
@@ -195,12 +212,6 @@ def test_episode_length_comes_from_public_config_or_wrappers(pendulum, caplog):
     assert bare.episode_length is None and bare.action_repeat == 1
     assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.WARNING
     assert re.search(r"no episode length for SwingUp.*episode_length=.*load", caplog.text)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="parallax.adapters"):
-        MJXAdapter(env, episode_length=9)
-        MJXAdapter(env, config=config)
-        MJXAdapter(trained)
-    assert caplog.records == []  # found somewhere public: nothing to say
 
 
 def test_only_public_attributes_of_the_env_are_read(pendulum):
