@@ -15,6 +15,13 @@ gather the global results (one jitted program whose output is replicated) and sa
 in the test's temporary folder. The parent (this pytest process) computes the same rollout and
 update in one process without sharding and compares: ints, bools and keys bit for bit,
 floats with the suite's transform tolerance (an all-reduce sums in another order).
+
+One pair of processes runs both scenarios (the module fixture `run`; each test reads its
+results). What is built on the host and is the same in every process (the reset state placed
+with `shard_batch`, the PPO parameters, optimiser state and batch) the parent builds once and
+hands to the children in a file, so that neither child compiles it again. The sizes are
+small but still show what is proved: every device holds envs and rows of the batch, and
+episodes end (and auto-reset) inside the first rollout.
 """
 
 from __future__ import annotations
@@ -39,10 +46,10 @@ import parallax
 
 ENV_ID = "OptimalExecution-v0"
 NUM_ENVS = 8  # 2 envs on each of the 4 devices
-NUM_STEPS = 16
+NUM_STEPS = 8
 MORE_STEPS = 4  # the continuation from the returned (global) state
 HORIZON = 5  # the env's own episode length: episodes end (and auto-reset) inside the run
-BATCH = 64  # PPO transitions: 32 per process, 16 per device
+BATCH = 16  # PPO transitions: 8 per process, 4 per device
 OBS_SIZE = 6
 NUM_PROCESSES = 2
 DEVICES_PER_PROCESS = 2
@@ -112,6 +119,24 @@ def flat(tree: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def host_inputs(learner: Any) -> tuple[Any, tuple[Any, Any, dict[str, jax.Array]]]:
+    """What every process builds on the host alike: a reset state and the PPO inputs."""
+    return make_env().reset(key=jax.random.key(3)), ppo_inputs(learner)
+
+
+def unflat(arrays: Any, like: Any) -> Any:
+    """The inverse of `flat`: the pytree `like` (e.g. from `jax.eval_shape`) with the values
+    of `arrays`, key arrays rebuilt from their raw data."""
+    leaves = []
+    for path, spec in jax.tree_util.tree_flatten_with_path(like)[0]:
+        value = arrays[jax.tree_util.keystr(path)]
+        if jnp.issubdtype(spec.dtype, jax.dtypes.prng_key):
+            value = jax.random.wrap_key_data(value)
+        assert value.shape == spec.shape and value.dtype == spec.dtype, (path, value, spec)
+        leaves.append(value)
+    return jax.tree.unflatten(jax.tree.structure(like), leaves)
+
+
 # -- the child: one process of the distributed run ----------------------------------------------------
 def child(process_id: int, port: int, out_dir: pathlib.Path) -> None:
     from jax.experimental import multihost_utils
@@ -159,6 +184,12 @@ def child(process_id: int, port: int, out_dir: pathlib.Path) -> None:
         """The global value of every leaf, on every process: one all-gather program."""
         return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)), _replicate(tree))
 
+    # what the parent built on the host (the same values every process would build)
+    learner = train.make_learner(ppo_config())
+    host_state, (params, opt_state, batch) = unflat(
+        np.load(out_dir / "inputs.npz"), jax.eval_shape(lambda: host_inputs(learner))
+    )
+
     # 1. the sharded rollout, then a continuation from the global state it returned
     env = make_env()
     state, traj = parallax.shard_rollout(env, policy, jax.random.key(0), NUM_STEPS, mesh=mesh)
@@ -166,7 +197,6 @@ def child(process_id: int, port: int, out_dir: pathlib.Path) -> None:
         env, policy, jax.random.key(1), MORE_STEPS, state=state, mesh=mesh
     )
     # a state built on the host (the same on every process) placed with `shard_batch`
-    host_state = jax.device_get(env.reset(key=jax.random.key(3)))
     placed = parallax.shard_batch(host_state, mesh)
     facts["placed_fully_addressable"] = placed.observation.is_fully_addressable
     state3, traj3 = parallax.shard_rollout(
@@ -183,8 +213,6 @@ def child(process_id: int, port: int, out_dir: pathlib.Path) -> None:
     log("rollout gathered and saved")
 
     # 2. one data-parallel PPO update: this process holds half the batch
-    learner = train.make_learner(ppo_config())
-    params, opt_state, batch = ppo_inputs(learner)
     half = BATCH // NUM_PROCESSES
     rows = slice(process_id * half, (process_id + 1) * half)
     split = NamedSharding(mesh, P("batch"))
@@ -261,9 +289,23 @@ def _logs(out: pathlib.Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def learner() -> Any:
+    from parallax import train
+
+    return train.make_learner(ppo_config())
+
+
+@pytest.fixture(scope="module")
+def inputs(learner: Any) -> tuple[Any, tuple[Any, Any, dict[str, jax.Array]]]:
+    """The host-built inputs, computed once here and handed to both children."""
+    return host_inputs(learner)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, inputs: Any) -> dict[str, Any]:
     """Start both children, wait for them (at most TIMEOUT_S), load what they wrote."""
     out = tmp_path_factory.mktemp("multihost")
+    np.savez(out / "inputs.npz", **flat(inputs))
     port = _free_port()
     procs: list[subprocess.Popen[bytes]] = []
     start = time.monotonic()
@@ -344,14 +386,13 @@ def test_two_processes_form_one_mesh_of_four_devices(run):
         assert facts["batch_local_rows"] == [BATCH // 4, BATCH // 4]
 
 
-def test_sharded_rollout_over_two_processes_equals_the_unsharded_rollout(run):
+def test_sharded_rollout_over_two_processes_equals_the_unsharded_rollout(run, inputs):
     env = make_env()
     go = jax.jit(parallax.rollout, static_argnums=(0, 1, 3))
     state, traj = go(env, policy, jax.random.key(0), NUM_STEPS)
     state2, traj2 = parallax.rollout(env, policy, jax.random.key(1), MORE_STEPS, state=state)
-    state3, traj3 = parallax.rollout(
-        env, policy, jax.random.key(1), MORE_STEPS, state=env.reset(key=jax.random.key(3))
-    )
+    host_state = inputs[0]  # env.reset(key=jax.random.key(3)), as the children placed it
+    state3, traj3 = parallax.rollout(env, policy, jax.random.key(1), MORE_STEPS, state=host_state)
     expected = flat((traj, state2, traj2, state3, traj3))
     assert bool(traj.done.any()), "episodes must end (and auto-reset) inside the run"
     # both processes gathered the same global arrays
@@ -360,11 +401,10 @@ def test_sharded_rollout_over_two_processes_equals_the_unsharded_rollout(run):
         _assert_matches(run["rollout"][i], expected, f"process {i} vs one process")
 
 
-def test_data_parallel_ppo_update_over_two_processes_equals_the_full_batch_update(run):
-    from parallax import train
-
-    learner = train.make_learner(ppo_config())
-    params, opt_state, batch = ppo_inputs(learner)
+def test_data_parallel_ppo_update_over_two_processes_equals_the_full_batch_update(
+    run, learner, inputs
+):
+    params, opt_state, batch = inputs[1]
     (new_params, new_opt_state, loss), grads = jax.jit(
         functools.partial(update_and_grads, learner)
     )(params, opt_state, batch)

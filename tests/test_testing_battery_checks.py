@@ -25,6 +25,13 @@ from parallax.testing import (
 NEW_CHECKS = ["invariant_sweep", "boundary_actions", "auto_reset", "scripted_policies"]
 # (PortfolioEnv's Dict observation also runs structured_spaces, see the end)
 
+# One size for the toy envs below (Line, Dial, GridWorld and their broken variants): equal
+# spaces, lengths and batches give equal programs (the key schedules, the rollouts), which
+# the battery's caches and the persistent compilation cache then compile only once. Six
+# steps let every TimeLimit used here (3 or 4 steps) end an episode inside the run.
+STEPS = 6
+BATCH = 2
+
 
 # -- Line: a position on 0..4, actions left / stay / right (Discrete) -------------------------
 class Line:
@@ -116,7 +123,7 @@ class SingularDial(Dial):
 
 
 def _fails(factory, check, **options):
-    battery = Battery(factory, num_steps=6, batch_size=2, options=options)
+    battery = Battery(factory, num_steps=STEPS, batch_size=BATCH, options=options)
     with pytest.raises(CheckError) as info:
         battery.run(check)
     return info.value
@@ -124,7 +131,8 @@ def _fails(factory, check, **options):
 
 # -- invariant sweep ---------------------------------------------------------------------------
 def test_invariant_sweep_passes_and_counts_what_it_swept():
-    report = Battery(lambda: TimeLimit(Line(), 4), num_steps=6, batch_size=2).run("invariant_sweep")
+    battery = Battery(lambda: TimeLimit(Line(), 4), num_steps=STEPS, batch_size=BATCH)
+    report = battery.run("invariant_sweep")
     assert report.passed == ["position_on_the_line"]
     assert report.stats["envs"] == 32 and report.stats["steps"] == 24
 
@@ -152,10 +160,11 @@ def test_invariants_given_as_an_option_and_validated():
 
     error = _fails(GridWorld, "invariant_sweep", invariants=[never], invariant_envs=2)
     assert error.check == "invariant_sweep/never" and error.step == 0
+    sizes = {"num_steps": STEPS, "batch_size": BATCH}  # the session of _fails, compiled once
     with pytest.raises(TypeError, match="named function"):
-        Battery(GridWorld, options={"invariants": [lambda s: True]}).run("invariant_sweep")
+        Battery(GridWorld, **sizes, options={"invariants": [lambda s: True]}).run("invariant_sweep")
     with pytest.raises(CheckSkipped, match="no invariants declared"):
-        Battery(GridWorld).run("invariant_sweep")
+        Battery(GridWorld, **sizes).run("invariant_sweep")
 
 
 class DriftingTrading(TradingEnv):
@@ -183,7 +192,7 @@ def test_finance_invariants_catch_a_drifting_position():
 # -- boundary and invalid actions ---------------------------------------------------------------
 def test_boundary_actions_pass_on_clipping_envs():
     for factory in (Line, Dial, GridWorld):
-        report = Battery(factory, num_steps=4, batch_size=2).run("boundary_actions")
+        report = Battery(factory, num_steps=STEPS, batch_size=BATCH).run("boundary_actions")
         assert report.passed == ["in_range", "out_of_range"]
 
 
@@ -243,7 +252,7 @@ def test_auto_reset_passes_for_single_vector_and_autoreset_envs():
         lambda: VmapAutoResetWrapper(TimeLimit(GridWorld(), 4), 3),
         _vector_line(AutoResetWrapper),
     ):
-        report = Battery(factory, num_steps=8, batch_size=2).run("auto_reset")
+        report = Battery(factory, num_steps=STEPS, batch_size=BATCH).run("auto_reset")
         assert report.passed == ["final_observation", "outcome_kept", "fresh_reset"]
         assert report.stats["episodes_ended"] > 0
 
@@ -300,7 +309,8 @@ RIGHT_TO_THE_WALL = ScriptedPolicy(
 
 def test_scripted_policy_passes_and_fails_on_a_planted_bug():
     options = {"scripted_policies": {"right": RIGHT_TO_THE_WALL}}
-    report = Battery(Line, num_steps=4, batch_size=2, options=options).run("scripted_policies")
+    battery = Battery(Line, num_steps=STEPS, batch_size=BATCH, options=options)
+    report = battery.run("scripted_policies")
     assert report.passed == ["right"]
     error = _fails(OffByOneLine, "scripted_policies", **options)
     assert error.check == "scripted_policies/right"
@@ -379,29 +389,46 @@ def test_structured_spaces_round_trip():
 
 def test_a_leaf_in_the_wrong_dtype_breaks_the_gymnasium_space():
     with jax.enable_x64(True):
-        Battery(WidePocket, num_steps=4, batch_size=2).run("contract")  # the contract passes
-        error = _fails(WidePocket, "structured_spaces")
+        battery = Battery(WidePocket, num_steps=4, batch_size=2)  # one session for both
+        battery.run("contract")  # the contract passes
+        with pytest.raises(CheckError) as info:
+            battery.run("structured_spaces")
+    error = info.value
     assert error.check == "structured_spaces/gymnasium_space"
     assert "float64" in str(error) and "the reset observation" in str(error)
 
 
 # -- the bundled finance envs pass all four ------------------------------------------------------
-FINANCE_OPTIONS = {"invariant_envs": 4, "invariant_steps": 8, "scripted_keys": 2}
+# disable_jit=False: the eager rollout (whose states boundary_actions and structured_spaces
+# probe) runs op by op with the env's lax loops compiled, not as Python (cheaper for these
+# envs); none of the checks here is about the eager run itself (check_env's are elsewhere).
+FINANCE_OPTIONS = {
+    "invariant_envs": 4,
+    "invariant_steps": 8,
+    "scripted_keys": 2,
+    "disable_jit": False,
+}
+# Small instances: no rule checked here depends on the horizon, the window or the number of
+# assets, and 6-step episodes make the 8-step sweep cross an episode end and a reset (and
+# reach OptimalExecution's horizon, where everything must be sold).
+FINANCE_ENVS = {
+    "TradingEnv": lambda: TradingEnv(episode_length=6, lookback=4),
+    "PortfolioEnv": lambda: PortfolioEnv(n_assets=2, episode_length=6, lookback=4),
+    "MarketMakingEnv": lambda: MarketMakingEnv(n_steps=6),
+    "OptimalExecutionEnv": lambda: OptimalExecutionEnv(n_steps=6),
+}
 
 
-@pytest.mark.parametrize(
-    "factory", [TradingEnv, PortfolioEnv, MarketMakingEnv, OptimalExecutionEnv]
-)
-def test_finance_envs_pass_the_new_checks(factory):
+@pytest.mark.parametrize("name", list(FINANCE_ENVS))
+def test_finance_envs_pass_the_new_checks(name):
+    # PortfolioEnv's Dict observation space runs structured_spaces too, on the same session
+    checks = [*NEW_CHECKS, "structured_spaces"] if name == "PortfolioEnv" else NEW_CHECKS
     outcomes = run_battery(
-        factory, num_steps=4, batch_size=2, checks=NEW_CHECKS, options=FINANCE_OPTIONS
+        FINANCE_ENVS[name], num_steps=4, batch_size=2, checks=checks, options=FINANCE_OPTIONS
     )
     assert [(o.check, o.status, o.message) for o in outcomes] == [
-        (name, "pass", "") for name in NEW_CHECKS
+        (check, "pass", "") for check in checks
     ]
     sweep = outcomes[0].report
     assert sweep is not None and len(sweep.passed) == 4
     assert len(outcomes[3].report.passed) == 2
-    if factory is PortfolioEnv:  # a Dict observation space
-        (spaces_outcome,) = run_battery(factory, num_steps=4, checks=["structured_spaces"])
-        assert spaces_outcome.status == "pass", spaces_outcome.message
