@@ -23,6 +23,8 @@ __all__ = ["BUILTIN_IDS", "NAMESPACES", "UNSUPPORTED", "installed", "listed_ids"
 
 BUILTIN_IDS = (
     "GridWorld-v0",
+    "LimitOrderBook-v0",
+    "LimitOrderBookMarket-v0",
     "MarketMaking-v0",
     "MaskedGridWorld-v0",
     "OptimalExecution-v0",

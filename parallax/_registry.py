@@ -291,6 +291,16 @@ def _register_builtins() -> None:
             "OptimalExecutionEnv",
             "liquidate a block with impact (sekai OptimalExecution-v0)",
         ),
+        (
+            "LimitOrderBook-v0",
+            "LimitOrderBookEnv",
+            "quote and trade in a limit order book (sekai LimitOrderBook-v0)",
+        ),
+        (
+            "LimitOrderBookMarket-v0",
+            "LimitOrderBookMarketEnv",
+            "traders on their own clocks in one order book (multi-agent)",
+        ),
     ):
         register(env_id, f"parallax.finance:{cls}", summary=summary)
     register_namespace(

@@ -4,6 +4,9 @@
 - `PortfolioEnv` (`Portfolio-v0`): n assets, continuous target weights.
 - `MarketMakingEnv` (`MarketMaking-v0`): quote bid/ask offsets around a mid price.
 - `OptimalExecutionEnv` (`OptimalExecution-v0`): liquidate a block of shares under impact.
+- `LimitOrderBookEnv` (`LimitOrderBook-v0`) and `LimitOrderBookMarketEnv`
+  (`LimitOrderBookMarket-v0`, multi-agent): quote and trade in a price-time-priority book
+  with zero-intelligence background flow (`docs/finance/lob.md`).
 - `MarketData` (prices, volume, spread, dates) and `market_inputs`, the arrays the envs read
   from it; `SquareRootImpact` and the quoted `SpreadCost()` read its volume and spread.
 - market models (`GBM`, `Heston`, `MertonJumpDiffusion`, `RegimeSwitching`, `GARCH`,
@@ -76,6 +79,10 @@ _LAZY: dict[str, str] = {
     "SequentialStart": "._samplers",
     "as_sampler": "._samplers",
     "reset_with_start": "._samplers",
+    # the limit order book (docs/finance/lob.md)
+    "LimitOrderBookEnv": "._lob",
+    "LimitOrderBookParams": "._lob",
+    "LimitOrderBookMarketEnv": "._lob",
     # MarketMaking / OptimalExecution and the closed-form baselines
     "MarketMakingEnv": "._market_making",
     "MarketMakingParams": "._market_making",

@@ -1,11 +1,15 @@
-"""The limit order book (work in progress on issue 19; private: no env is registered yet).
+"""The limit order book and `LimitOrderBook-v0` (issue 19).
 
+- `LimitOrderBookEnv`, `LimitOrderBookParams`, `LimitOrderBookState`,
+  `LimitOrderBookEnvState`: the single-agent env (sekai's `LimitOrderBookEnv`).
 - `Book`, `Fills`: the book as fixed-shape arrays and the result of one incoming order.
 - `BID`, `ASK`, `BACKGROUND`: side codes and the background owner id.
 - `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
 - `FlowParams`, `FlowStats`, `FLOW_SLOTS`, `initialise`, `run_flow`, `warm_up`,
   `default_max_events`: the background order flow between decisions.
+- `LimitOrderBookMarketEnv`, `LimitOrderBookMarketState`, `MARKET_SLOTS`: the multi-agent
+  market (sekai's `LimitOrderBookMarket`), traders on their own jittered clocks.
 
 See `docs/finance/lob.md` for the layout, the matching rule and what is proven.
 """
@@ -24,6 +28,10 @@ from ._book import depth_levels as depth_levels
 from ._book import empty_book as empty_book
 from ._book import market_order as market_order
 from ._book import queue_position as queue_position
+from ._env import LimitOrderBookEnv as LimitOrderBookEnv
+from ._env import LimitOrderBookEnvState as LimitOrderBookEnvState
+from ._env import LimitOrderBookParams as LimitOrderBookParams
+from ._env import LimitOrderBookState as LimitOrderBookState
 from ._flow import FLOW_SLOTS as FLOW_SLOTS
 from ._flow import FlowParams as FlowParams
 from ._flow import FlowStats as FlowStats
@@ -31,16 +39,26 @@ from ._flow import default_max_events as default_max_events
 from ._flow import initialise as initialise
 from ._flow import run_flow as run_flow
 from ._flow import warm_up as warm_up
+from ._market_env import MARKET_SLOTS as MARKET_SLOTS
+from ._market_env import LimitOrderBookMarketEnv as LimitOrderBookMarketEnv
+from ._market_env import LimitOrderBookMarketState as LimitOrderBookMarketState
 
 __all__ = [
     "ASK",
     "BACKGROUND",
     "BID",
     "FLOW_SLOTS",
+    "MARKET_SLOTS",
     "Book",
     "Fills",
     "FlowParams",
     "FlowStats",
+    "LimitOrderBookEnv",
+    "LimitOrderBookEnvState",
+    "LimitOrderBookMarketEnv",
+    "LimitOrderBookMarketState",
+    "LimitOrderBookParams",
+    "LimitOrderBookState",
     "add_limit",
     "best_ask",
     "best_bid",

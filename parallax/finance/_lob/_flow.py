@@ -145,6 +145,7 @@ class FlowStats:
         agent_bought, agent_sold: int32 `(A,)`, quantity bought and sold by owners
             `0..A-1` (`num_agents`) through their resting orders.
         agent_cash: int32 `(A,)`, their cash change in ticks (sold value - bought value).
+        agent_fills: int32 `(A,)`, the number of executions against their resting orders.
         end_time: float `()`, the time reached: `until`, or the last event's time if
             truncated.
     """
@@ -166,6 +167,7 @@ class FlowStats:
     agent_bought: jax.Array
     agent_sold: jax.Array
     agent_cash: jax.Array
+    agent_fills: jax.Array
     end_time: jax.Array
 
 
@@ -404,6 +406,7 @@ def run_flow(
         agent_bought=jnp.zeros(num_agents, jnp.int32),
         agent_sold=jnp.zeros(num_agents, jnp.int32),
         agent_cash=jnp.zeros(num_agents, jnp.int32),
+        agent_fills=jnp.zeros(num_agents, jnp.int32),
         end_time=jnp.asarray(start, dtype),
     )
     # counters: n-th draw of WAIT (= EVENT), OFFSET, SIZE, CANCEL within this interval
@@ -528,6 +531,7 @@ def run_flow(
             agent_bought=stats.agent_bought + bought,
             agent_sold=stats.agent_sold + sold,
             agent_cash=stats.agent_cash + jnp.where(count > 0, cash, 0),
+            agent_fills=stats.agent_fills + jnp.sum(mine, axis=1, dtype=jnp.int32),
             end_time=time,
         )
         new_counters = jnp.stack(

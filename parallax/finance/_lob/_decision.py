@@ -1,0 +1,304 @@
+"""One agent's decision in the book, its account, and the recent-trades log (pure functions).
+
+- `AGENT`: the agent's owner id (0, as sekai's `LimitOrderBookEnv.AGENT`).
+- `TradeLog`: the last `T` trades (price, size, aggressor side) as a ring buffer.
+- `empty_log`, `log_trades`, `log_flow_trades`, `ordered_trades`: fill, extend and read it.
+- `Account`, `new_account`, `book_flow_fills`: the agent's inventory, cash (int32 ticks),
+  quote ids and fill totals; the fills of its resting quotes during a flow run.
+- `book_mid2`: twice the mid (an int: `best_bid + best_ask`, or twice the reference price).
+- `apply_decision`: sekai's `_LOBCore.apply`: the market order (after cancelling the
+  opposite quote), then the bid and the ask kept, moved, placed or cancelled.
+
+Everything is int32 and exact; the env turns it into float observations and rewards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._book import ASK, BID, Book, Fills, add_limit, cancel, market_order
+from ._flow import FlowStats
+
+__all__ = [
+    "AGENT",
+    "Account",
+    "TradeLog",
+    "apply_decision",
+    "book_flow_fills",
+    "book_mid2",
+    "empty_log",
+    "log_flow_trades",
+    "log_trades",
+    "new_account",
+    "ordered_trades",
+]
+
+AGENT: int = 0
+"""The agent's owner id in the book."""
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+SELL, HOLD, BUY = 0, 1, 2
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TradeLog:
+    """The last `T` trades of the session (sekai's `deque(maxlen=max_trades)`).
+
+    Attributes:
+        price, size, side: int32 `(T,)`, a ring buffer: the next trade goes to `head`.
+        head: int32 `()`, the slot of the next trade.
+        count: int32 `()`, how many slots hold a trade (at most `T`).
+    """
+
+    price: jax.Array
+    size: jax.Array
+    side: jax.Array
+    head: jax.Array
+    count: jax.Array
+
+
+def empty_log(max_trades: int) -> TradeLog:
+    """A log with room for `max_trades` trades and none in it."""
+    zeros = jnp.zeros(max_trades, jnp.int32)
+    zero = jnp.asarray(0, jnp.int32)
+    return TradeLog(price=zeros, size=zeros, side=zeros, head=zero, count=zero)
+
+
+def _append(log: TradeLog, price: Any, size: Any, side: Any, count: Any) -> TradeLog:
+    """Append entries `0..count-1` of the arrays (only the last `T` can remain)."""
+    capacity = log.price.shape[0]
+    n = jnp.shape(price)[0]
+    j = jnp.arange(n, dtype=jnp.int32)
+    keep = (j < count) & (j >= count - capacity)
+    slot = jnp.where(keep, (log.head + j) % capacity, capacity)
+
+    def put(buffer: jax.Array, value: Any) -> jax.Array:
+        value = jnp.broadcast_to(jnp.asarray(value, jnp.int32), (n,))
+        return buffer.at[slot].set(value, mode="drop")
+
+    return TradeLog(
+        price=put(log.price, price),
+        size=put(log.size, size),
+        side=put(log.side, side),
+        head=(log.head + count) % capacity,
+        count=jnp.minimum(log.count + count, capacity),
+    )
+
+
+def log_trades(log: TradeLog, fills: Fills) -> TradeLog:
+    """Append the executions of one incoming order (aggressor side: the order's side)."""
+    return _append(log, fills.price, fills.size, fills.taker_side, fills.count)
+
+
+def log_flow_trades(log: TradeLog, stats: FlowStats) -> TradeLog:
+    """Append the trades of a flow run (its ring holds the last `T` of them, in order)."""
+    ring = stats.trade_price.shape[0]
+    n = stats.n_trades
+    k = jnp.minimum(n, ring)
+    i = jnp.arange(ring, dtype=jnp.int32)
+    source = (n - k + i) % ring  # trade n - k + i of the run sits at that index mod ring
+    return _append(
+        log,
+        stats.trade_price[source],
+        stats.trade_size[source],
+        stats.trade_taker_side[source],
+        k,
+    )
+
+
+def ordered_trades(log: TradeLog) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """`(price, size, side, mask)`, `(T,)` each, oldest trade first, zeros past `count`."""
+    capacity = log.price.shape[0]
+    i = jnp.arange(capacity, dtype=jnp.int32)
+    source = (log.head - log.count + i) % capacity
+    present = i < log.count
+    price, size, side = (jnp.where(present, x[source], 0) for x in (log.price, log.size, log.side))
+    return price, size, side, present
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Account:
+    """The agent's side of the book.
+
+    Attributes:
+        inventory: int32 `()`, signed position in lots.
+        cash: int32 `()`, cash in ticks (sold value - bought value).
+        bid_id, ask_id: int32 `()`, the ids of its last bid and ask quotes (0: none). An id
+            may name an order that has since filled: the book says whether it rests.
+        bought, sold: int32 `()`, total quantity bought and sold in the session.
+    """
+
+    inventory: jax.Array
+    cash: jax.Array
+    bid_id: jax.Array
+    ask_id: jax.Array
+    bought: jax.Array
+    sold: jax.Array
+
+
+def new_account() -> Account:
+    """No position, no cash, no quotes."""
+    zero = jnp.asarray(0, jnp.int32)
+    return Account(inventory=zero, cash=zero, bid_id=zero, ask_id=zero, bought=zero, sold=zero)
+
+
+def _book_fills(account: Account, fills: Fills) -> Account:
+    """Book the agent's side of one incoming order's fills (it was the taker, maybe a maker)."""
+    n = fills.size.shape[0]
+    j = jnp.arange(n, dtype=jnp.int32)
+    live = j < fills.count
+    size = jnp.where(live, fills.size, 0)
+    value = size * fills.price
+    taker = fills.taker_owner == AGENT
+    maker = live & (fills.maker_owner == AGENT)
+    taker_qty = jnp.where(taker, jnp.sum(size, dtype=jnp.int32), 0)
+    taker_value = jnp.where(taker, jnp.sum(value, dtype=jnp.int32), 0)
+    maker_qty = jnp.sum(jnp.where(maker, size, 0), dtype=jnp.int32)
+    maker_value = jnp.sum(jnp.where(maker, value, 0), dtype=jnp.int32)
+    is_buy = fills.taker_side == BID
+    # the taker buys on a bid; a maker sells to a bid (a self-trade nets to zero)
+    bought = jnp.where(is_buy, taker_qty, maker_qty)
+    sold = jnp.where(is_buy, maker_qty, taker_qty)
+    cash = jnp.where(is_buy, maker_value - taker_value, taker_value - maker_value)
+    return dataclasses.replace(
+        account,
+        inventory=account.inventory + bought - sold,
+        cash=account.cash + cash,
+        bought=account.bought + bought,
+        sold=account.sold + sold,
+    )
+
+
+def book_flow_fills(account: Account, stats: FlowStats) -> Account:
+    """Book the fills of the agent's resting quotes during a flow run."""
+    bought, sold = stats.agent_bought[AGENT], stats.agent_sold[AGENT]
+    return dataclasses.replace(
+        account,
+        inventory=account.inventory + bought - sold,
+        cash=account.cash + stats.agent_cash[AGENT],
+        bought=account.bought + bought,
+        sold=account.sold + sold,
+    )
+
+
+def book_mid2(book: Book, mid_price: int) -> jax.Array:
+    """Twice the mid, int32: `best_bid + best_ask`, or twice the reference price when a side is
+    empty (sekai: `last_price`, or the initial `mid_price` before any)."""
+    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
+    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+    ask = jnp.min(jnp.where(book.valid[1], book.price[1], _INT32_MAX))
+    reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
+    return jnp.where(has_bid & has_ask, bid + ask, 2 * reference)
+
+
+def _quote(
+    book: Book,
+    account: Account,
+    side: int,
+    level: jax.Array,
+    current: jax.Array,
+    order_size: int,
+    mid_price: int,
+) -> tuple[Book, Account, jax.Array, Fills]:
+    """sekai's `_quote`: keep, move, place or cancel the quote on `side` at `level`.
+
+    Returns the book, the account (fills booked), the quote's new id (0: none) and the fills
+    of a newly placed quote (count 0 otherwise).
+    """
+    row = 0 if side == BID else 1
+    valid, price = book.valid[row], book.price[row]
+    mine = valid & (book.seq[row] == current) & (current > 0)
+    resting = jnp.any(mine)
+    resting_price = jnp.sum(jnp.where(mine, price, 0), dtype=jnp.int32)
+    others = valid & ~mine
+    has_other = jnp.any(others)
+    opp_valid = book.valid[1 - row]
+    opp_present = jnp.any(opp_valid)
+    if side == BID:
+        best_other = jnp.max(jnp.where(others, price, 0))
+        best_all = jnp.max(jnp.where(valid, price, 0))
+        opposite = jnp.min(jnp.where(opp_valid, book.price[1], _INT32_MAX))
+        inside = opposite - 1
+    else:
+        best_other = jnp.min(jnp.where(others, price, _INT32_MAX))
+        best_all = jnp.min(jnp.where(valid, price, _INT32_MAX))
+        opposite = jnp.max(jnp.where(opp_valid, book.price[0], 0))
+        inside = opposite + 1
+    # sekai's reference: the others' best; else one tick inside the opposite best (unless the
+    # own quote sits at that price); else the last trade price (or the initial mid)
+    use_opposite = opp_present & (~resting | (resting_price != opposite))
+    reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
+    best = jnp.where(has_other, best_other, jnp.where(use_opposite, inside, reference))
+    target = best - (level - 1) if side == BID else best + (level - 1)
+    keep = (
+        resting
+        & (level > 0)
+        & ((resting_price == target) | ((level == 1) & (resting_price == best_all)))
+    )
+    book, _ = cancel(book, jnp.where(resting & ~keep, current, 0))
+    place = (level > 0) & ~keep
+    size = jnp.where(place, order_size, 0)  # size 0: rejected, nothing changes
+    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, AGENT)
+    account = _book_fills(account, fills)
+    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
+    return book, account, new_id, fills
+
+
+def apply_decision(
+    book: Book,
+    account: Account,
+    log: TradeLog,
+    action: jax.Array,
+    *,
+    order_size: int,
+    max_inventory: int,
+    mid_price: int,
+) -> tuple[Book, Account, TradeLog, jax.Array]:
+    """Carry out one decision `(bid level, ask level, market)` (sekai's `_LOBCore.apply`).
+
+    1. A market buy (sell) allowed by the inventory limit cancels the agent's resting ask
+       (bid) first, then executes `order_size` lots against the book.
+    2. The bid, then the ask, is kept, moved, placed or cancelled (a side that the inventory
+       limit forbids after the market order gets level 0).
+
+    Returns:
+        `(book, account, log, n_fills)`, `n_fills` the executions the decision caused.
+    """
+    bid_level, ask_level, market = action[0], action[1], action[2]
+    q = order_size
+    do_buy = (market == BUY) & (account.inventory + q <= max_inventory)
+    do_sell = (market == SELL) & (account.inventory - q >= -max_inventory)
+    book, _ = cancel(book, jnp.where(do_buy, account.ask_id, 0))  # self-trade prevention
+    book, _ = cancel(book, jnp.where(do_sell, account.bid_id, 0))
+    account = dataclasses.replace(
+        account,
+        ask_id=jnp.where(do_buy, 0, account.ask_id),
+        bid_id=jnp.where(do_sell, 0, account.bid_id),
+    )
+    side = jnp.where(do_buy, BID, ASK)
+    book, fills = market_order(book, side, jnp.where(do_buy | do_sell, q, 0), AGENT)
+    account = _book_fills(account, fills)
+    log = log_trades(log, fills)
+    n_fills = fills.count
+    can_buy = account.inventory + q <= max_inventory
+    can_sell = account.inventory - q >= -max_inventory
+    bid_level = jnp.where(can_buy, bid_level, 0)
+    ask_level = jnp.where(can_sell, ask_level, 0)
+    book, account, bid_id, bid_fills = _quote(
+        book, account, BID, bid_level, account.bid_id, q, mid_price
+    )
+    account = dataclasses.replace(account, bid_id=bid_id)
+    log = log_trades(log, bid_fills)
+    book, account, ask_id, ask_fills = _quote(
+        book, account, ASK, ask_level, account.ask_id, q, mid_price
+    )
+    account = dataclasses.replace(account, ask_id=ask_id)
+    log = log_trades(log, ask_fills)
+    return book, account, log, n_fills + bid_fills.count + ask_fills.count

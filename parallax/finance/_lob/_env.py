@@ -1,0 +1,518 @@
+"""`LimitOrderBook-v0`: make markets or trade in a simulated limit order book, in JAX.
+
+- `LimitOrderBookEnv`: the env, with sekai 0.2.0's `LimitOrderBookEnv` keywords, defaults,
+  validation, spaces, mechanics, reward, termination and info keys.
+- `LimitOrderBookParams`: its numeric parameters (the flow's and the inventory penalty), a
+  pytree that `reset`/`step` accept per call.
+- `LimitOrderBookState`: the raw state (the book, the agent's account, the trade log).
+- `LimitOrderBookEnvState`: the `State` subclass it returns, with the `action_mask`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, PRNGKeyArray
+
+from ... import _spaces as spaces
+from ... import rng
+from ..._core import State
+from .._common import (
+    FinanceEnv,
+    ParamsMethods,
+    float_dtype,
+    opaque,
+    resolve_params,
+)
+from .._validation import finite_number
+from ._book import Book
+from ._decision import (
+    AGENT,
+    Account,
+    TradeLog,
+    apply_decision,
+    book_flow_fills,
+    book_mid2,
+    empty_log,
+    log_flow_trades,
+    new_account,
+)
+from ._flow import FLOW_SLOTS, FlowParams, default_max_events, run_flow, warm_up
+from ._obs import observe
+
+__all__ = [
+    "LimitOrderBookEnv",
+    "LimitOrderBookEnvState",
+    "LimitOrderBookParams",
+    "LimitOrderBookState",
+]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LimitOrderBookParams(ParamsMethods):
+    """Numeric parameters of `LimitOrderBookEnv`.
+
+    Attributes:
+        flow: the background flow's parameters (`FlowParams`, sekai's
+            `ZeroIntelligenceFlow` keywords).
+        inventory_penalty: running penalty per squared lot of inventory per unit of time,
+            `>= 0` (default 0.01).
+    """
+
+    flow: Any = dataclasses.field(default_factory=FlowParams)
+    inventory_penalty: Any = 0.01
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LimitOrderBookState:
+    """Raw state of `LimitOrderBookEnv` (the `env_state` of its `State`).
+
+    Attributes:
+        book: the order book (`Book`), background orders and the agent's quotes.
+        account: the agent's inventory, cash (int32 ticks), quote ids and fill totals.
+        trades: the last `max_trades` trades of the session (`TradeLog`).
+        episode_key: uint32 `(2,)`, the `parallax.rng` key of every draw of the flow.
+        overflow: bool `()`, sticky: the book ran out of slots or a flow run hit its event
+            bound, so the session no longer equals sekai's unbounded engine.
+    """
+
+    book: Book
+    account: Account
+    trades: TradeLog
+    episode_key: Array
+    overflow: Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class LimitOrderBookEnvState(State):
+    """A `State` with sekai's per-dimension action masks (bool: bid `(K+1,)`, ask `(K+1,)`,
+    market `(3,)`)."""
+
+    action_mask: tuple[Array, Array, Array]
+
+
+def _static_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    return int(value)
+
+
+class LimitOrderBookEnv(FinanceEnv):
+    """Make markets or trade in a simulated limit order book, against background order flow.
+
+    sekai 0.2.0's `LimitOrderBook-v0` on the array book (`parallax.finance._lob`). Every
+    `decision_interval` units of time the agent chooses where to rest a bid and an ask (or
+    not to quote) and whether to send a market order; in between, the zero-intelligence
+    background flow (limit orders, market orders and cancellations as Poisson events) moves
+    the book and may fill the agent's resting quotes. A quote left at its level keeps its
+    place in the queue; a moved one goes to the back.
+
+    A decision runs in this order (sekai's): (1) a market buy (sell) allowed by the
+    inventory limit cancels the agent's own resting ask (bid), then executes `order_size`
+    lots; (2) the bid, then the ask, is kept, moved, placed or cancelled (level 0, or the
+    inventory limit, cancels); a placed quote that crosses fills at once; (3) the flow runs
+    until the next decision time.
+
+    - **Action**: `MultiDiscrete([K + 1, K + 1, 3])`, `K = max_quote_offset`: the bid level
+      (0 none, 1 join the best bid of the other traders, k: k - 1 ticks behind it; one tick
+      inside the opposite best when there is none), the ask level, and a market order (0
+      sell, 1 none, 2 buy). A quote at its level stays put, and a level-1 quote stays while
+      it is the best price itself. `state.action_mask` (and `action_mask(state)`) disables
+      buying at the long limit and selling at the short one; masked choices are no-ops.
+    - **Observation** (`PyTreeSpace` dict): `"book"` float32 `(levels, 4)`: bid offset from
+      the mid, bid size, ask offset, ask size of the best levels (zeros where missing);
+      `"trades"`: `{"values": float32 (max_trades, 3), "mask": int8 (max_trades,)}`, the
+      last trades of the session oldest first (price offset from the current mid, size,
+      aggressor side +1 buy / -1 sell), sekai's `MaskedBox`; `"agent"` float32 `(6,)`:
+      inventory / max_inventory, fraction of the session left, bid resting, ask resting,
+      volume queued ahead of the bid and of the ask.
+    - **Reward**: the change in `cash + inventory * mid` (ticks) minus
+      `inventory_penalty * inventory**2 * dt`.
+    - **Termination** after `n_steps = ceil(session_length / decision_interval)` steps (the
+      last may be shorter); never truncates. Stepping on after the end keeps the clock at the
+      session end (no events, `dt` 0); sekai raises there.
+    - **info**: `timestamp` (session time), `dt` (the time the step covered), `mid_price`,
+      `spread` (int32; 0 when a side is empty, where sekai gives None), `inventory` (int32),
+      `cash`, `wealth`, `fills` (int32, the agent's executions in the step), `overflow`
+      (bool, sticky: see `LimitOrderBookState`); floats in the default float dtype.
+
+    Randomness: the flow's draws (`FLOW_SLOTS`) at step `k` for the interval after decision
+    `k` (0: the initial book and the warm-up). Under x64 an episode equals sekai's fed the same
+    draws, event by event.
+
+    Args:
+        flow: the background flow (`FlowParams`; default `FlowParams()`, sekai's
+            `ZeroIntelligenceFlow()`).
+        mid_price: initial mid price in ticks, int `>= 2 * (max_quote_offset + levels)`
+            (default 10,000).
+        session_length: length of the session, finite `> 0` (default 300).
+        decision_interval: time between decisions, finite `> 0` (default 1).
+        levels: book levels observed, int `>= 1` (default 5).
+        max_quote_offset: farthest quote level `K`, int `>= 1` (default 5).
+        order_size: lots per quote or market order, int `>= 1` (default 1).
+        max_inventory: absolute inventory limit, int `>= 1` (default 20).
+        inventory_penalty: running penalty, finite `>= 0` (default 0.01).
+        max_trades: recent trades observed, int `>= 1` (default 16).
+        warmup: time the book evolves before the session, finite `>= 0` (default 20).
+        capacity: ours: slots per side of the array book (default 64; sekai's default flow
+            stays below 36 per side, `cancel_rate=0.1` below 116: use 192 there).
+        max_events: ours: bound on the flow's loop per decision (default from the rates,
+            `default_max_events`); reaching it sets `info["overflow"]`.
+
+    Raises:
+        ValueError: an argument out of range, with sekai's rule, naming the argument.
+        TypeError: a non-integer integer argument or a `flow` that is not a `FlowParams`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from parallax.finance._lob import LimitOrderBookEnv
+        >>> env = LimitOrderBookEnv(session_length=5.0, warmup=2.0)
+        >>> state = env.reset(key=jax.random.key(0))
+        >>> state = env.step(state, jnp.array([1, 1, 1]))
+        >>> state.observation["book"].shape, int(state.step_count)
+        ((5, 4), 1)
+    """
+
+    attribute_params = ("inventory_penalty",)
+    static_params: ClassVar[dict[str, str]] = {
+        "mid_price": "it fixes the initial book",
+        "session_length": "it fixes the episode length",
+        "decision_interval": "it fixes the episode length",
+        "levels": "it fixes the observation shape",
+        "max_quote_offset": "it fixes the action space",
+        "order_size": "it is the int32 unit of every order",
+        "max_inventory": "it bounds the inventory and scales the observation",
+        "max_trades": "it fixes the observation shape",
+        "warmup": "it fixes the warm-up's event bound",
+        "capacity": "it fixes the book's shape",
+        "max_events": "it fixes the compiled loop bound",
+    }
+    episode_equity_key = "wealth"
+    SLOTS = FLOW_SLOTS
+
+    def __init__(
+        self,
+        *,
+        flow: FlowParams | None = None,
+        mid_price: int = 10_000,
+        session_length: float = 300.0,
+        decision_interval: float = 1.0,
+        levels: int = 5,
+        max_quote_offset: int = 5,
+        order_size: int = 1,
+        max_inventory: int = 20,
+        inventory_penalty: float = 0.01,
+        max_trades: int = 16,
+        warmup: float = 20.0,
+        capacity: int = 64,
+        max_events: int | None = None,
+    ) -> None:
+        # sekai's order: decision_interval, then the core's checks
+        interval = finite_number("decision_interval", decision_interval, ">0")
+        ints = {
+            name: _static_int(name, value)
+            for name, value in (
+                ("mid_price", mid_price),
+                ("levels", levels),
+                ("max_quote_offset", max_quote_offset),
+                ("order_size", order_size),
+                ("max_inventory", max_inventory),
+                ("max_trades", max_trades),
+                ("capacity", capacity),
+            )
+        }
+        room = 2 * (ints["max_quote_offset"] + ints["levels"])
+        if ints["mid_price"] < room:
+            raise ValueError(
+                "mid_price must leave room for the quotes: mid_price >= 2 * (max_quote_offset "
+                f"+ levels) = {room}, got {mid_price!r}"
+            )
+        for name in ("levels", "max_quote_offset", "order_size", "max_inventory"):
+            if ints[name] < 1:
+                raise ValueError(f"{name} must be >= 1, got {ints[name]}")
+        if ints["max_trades"] < 1:
+            raise ValueError(f"max_trades must be >= 1, got {ints['max_trades']}")
+        length = finite_number("session_length", session_length, ">0")
+        penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
+        warm = finite_number("warmup", warmup, ">=0")
+        if ints["capacity"] < 2:
+            raise ValueError(f"capacity must be >= 2, got {ints['capacity']}")
+        if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
+            raise ValueError(
+                "mid_price must be <= 2**29 and order_size * max_inventory <= 2**24 (int32 "
+                f"ticks), got mid_price={mid_price!r}, order_size={order_size!r}, "
+                f"max_inventory={max_inventory!r}"
+            )
+        if flow is None:
+            flow = FlowParams()
+        if not isinstance(flow, FlowParams):
+            raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
+        if max_events is None:
+            events = default_max_events(flow, interval, ints["capacity"])
+        else:
+            events = _static_int("max_events", max_events)
+            if events < 1:
+                raise ValueError(f"max_events must be >= 1, got {events}")
+        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
+        self.mid_price = ints["mid_price"]
+        self.session_length = length
+        self.decision_interval = interval
+        self.levels = ints["levels"]
+        self.max_quote_offset = ints["max_quote_offset"]
+        self.order_size = ints["order_size"]
+        self.max_inventory = ints["max_inventory"]
+        self.max_trades = ints["max_trades"]
+        self.warmup = warm
+        self.capacity = ints["capacity"]
+        self.max_events = events
+        self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
+        self.n_steps = int(np.ceil(length / interval - 1e-9))
+        # sekai's dt: the whole interval, except a last step shorter by more than 1e-9.
+        full = Fraction(interval) * (1 - Fraction(1, 10**9))
+        left = Fraction(length) - (self.n_steps - 1) * Fraction(interval)
+        self.last_dt = interval if left >= full else float(left)
+        # The observation's two ratios as tables, computed as sekai does (float64, then
+        # float32): exact, and equal in a batch (XLA:CPU's vectorised division is not
+        # correctly rounded, so a batched division can differ from a single one).
+        offsets = np.minimum(np.arange(self.n_steps + 1) * interval, length)
+        elapsed = (warm + offsets) - warm
+        self._time_left = np.maximum(1.0 - elapsed / length, 0.0).astype(np.float32)
+        limit = self.max_inventory
+        self._inventory_ratio = (np.arange(-limit, limit + 1) / limit).astype(np.float32)
+        k = self.max_quote_offset + 1
+        self.action_space = spaces.MultiDiscrete(np.array([k, k, 3]))
+        self.observation_space = spaces.PyTreeSpace(
+            {
+                "book": spaces.Box(-np.inf, np.inf, (self.levels, 4), jnp.float32),
+                "trades": {
+                    "values": spaces.Box(-np.inf, np.inf, (self.max_trades, 3), jnp.float32),
+                    "mask": spaces.MultiBinary(self.max_trades),
+                },
+                "agent": spaces.Box(-np.inf, np.inf, (6,), jnp.float32),
+            }
+        )
+        self._built = True
+
+    # -- parameters ------------------------------------------------------------------------
+    def _params(self, params: LimitOrderBookParams | None) -> LimitOrderBookParams:
+        return resolve_params(params, self.params)
+
+    def _set_param(self, name: str, value: Any) -> LimitOrderBookParams:
+        return self.params.replace(**{name: finite_number(name, value, ">=0")})
+
+    @property
+    def invariants(self) -> dict[str, Any]:
+        """The invariants the battery's sweep checks on every state (see `_invariants.py`)."""
+        from ._invariants import lob_invariants
+
+        return lob_invariants(self)
+
+    # -- protocol --------------------------------------------------------------------------
+    def reset(
+        self, *, key: PRNGKeyArray, params: LimitOrderBookParams | None = None
+    ) -> LimitOrderBookEnvState:
+        """Seed the book, run the warm-up, and open the session (no position, no quotes).
+
+        Args:
+            key: a JAX PRNG key; the flow's draws come from `parallax.rng.episode_key(key)`.
+            params: parameters for this episode; `self.params` when omitted.
+
+        Returns:
+            The first state (reward 0, both flags False, `step_count` 0).
+        """
+        p = self._params(params)
+        fdt = float_dtype()
+        ek = rng.episode_key(key)
+        book, stats = warm_up(
+            self.capacity,
+            p.flow,
+            ek,
+            mid=self.mid_price,
+            warmup=jnp.asarray(self.warmup, fdt),
+            max_events=self.warmup_max_events,
+        )
+        env_state = LimitOrderBookState(
+            book=book,
+            account=new_account(),
+            trades=empty_log(self.max_trades),
+            episode_key=ek,
+            overflow=book.overflow | stats.truncated,
+        )
+        zero = jnp.zeros((), fdt)
+        return self._state(
+            env_state,
+            jnp.asarray(0, jnp.int32),
+            zero,
+            jnp.asarray(self.decision_interval, fdt),
+            jnp.asarray(0, jnp.int32),
+            jnp.bool_(False),
+            key,
+        )
+
+    def step(
+        self,
+        state: LimitOrderBookEnvState,
+        action: ArrayLike,
+        params: LimitOrderBookParams | None = None,
+    ) -> LimitOrderBookEnvState:
+        """Carry out the decision, run the flow to the next decision time, and score it.
+
+        Args:
+            state: the current state.
+            action: `(bid level, ask level, market)`, integers (3 elements); values are
+                clipped into the action space.
+            params: parameters for this step; `self.params` when omitted.
+
+        Returns:
+            The next state.
+        """
+        p = self._params(params)
+        fdt = float_dtype()
+        es: LimitOrderBookState = state.env_state
+        a = jnp.asarray(action).reshape(3).astype(jnp.int32)
+        high = jnp.array([self.max_quote_offset, self.max_quote_offset, 2], jnp.int32)
+        a = jnp.clip(a, 0, high)
+        mid2_before = book_mid2(es.book, self.mid_price)
+        before = es.account
+        book, account, trades, n_fills = apply_decision(
+            es.book,
+            es.account,
+            es.trades,
+            a,
+            order_size=self.order_size,
+            max_inventory=self.max_inventory,
+            mid_price=self.mid_price,
+        )
+        k = state.step_count + 1
+        start = self._clock(state.step_count, fdt)
+        until = self._clock(k, fdt)
+        book, stats = run_flow(
+            book,
+            p.flow,
+            es.episode_key,
+            k,
+            start,
+            until,
+            max_events=self.max_events,
+            max_trades=self.max_trades,
+            num_agents=1,
+        )
+        account = book_flow_fills(account, stats)
+        trades = log_flow_trades(trades, stats)
+        n_fills = n_fills + stats.agent_fills[AGENT]
+        dt = jnp.where(
+            k < self.n_steps,
+            self.decision_interval,
+            jnp.where(k == self.n_steps, self.last_dt, 0.0),
+        ).astype(fdt)
+        inventory = account.inventory.astype(fdt)
+        penalty = (p.inventory_penalty * (inventory * inventory)) * dt
+        # The change in cash + inventory * mid, exactly (ints and half-ints), then the penalty
+        # (sekai's single rounding in float64).
+        mid_after = book_mid2(book, self.mid_price).astype(fdt) * 0.5
+        mid_before = mid2_before.astype(fdt) * 0.5
+        gain = (account.cash - before.cash).astype(fdt) + (
+            inventory * mid_after - before.inventory.astype(fdt) * mid_before
+        )
+        reward = gain - penalty
+        env_state = LimitOrderBookState(
+            book=book,
+            account=account,
+            trades=trades,
+            episode_key=es.episode_key,
+            overflow=es.overflow | book.overflow | stats.truncated,
+        )
+        return self._state(env_state, k, reward, dt, n_fills, k >= self.n_steps, state.key)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _clock(self, k: Array, fdt: Any) -> Array:
+        """The book time after `k` decisions: `warmup + min(k * decision_interval, length)`."""
+        offset = jnp.minimum(k.astype(fdt) * self.decision_interval, self.session_length)
+        # barriers: no fused multiply-add, which a batched compile may form and a single one
+        # not (sekai's sum, then its difference from the start, are rounded separately)
+        return opaque(jnp.asarray(self.warmup, fdt) + opaque(offset))
+
+    def action_mask(self, state: LimitOrderBookEnvState) -> tuple[Array, Array, Array]:
+        """sekai's per-dimension masks (bool): no buying at the long limit, no selling at the
+        short one (level 0 and holding are always allowed)."""
+        return self._mask(state.env_state.account)
+
+    def _mask(self, account: Account) -> tuple[Array, Array, Array]:
+        q = self.order_size
+        can_buy = account.inventory + q <= self.max_inventory
+        can_sell = account.inventory - q >= -self.max_inventory
+        first = jnp.arange(self.max_quote_offset + 1) == 0
+        return (
+            first | can_buy,
+            first | can_sell,
+            jnp.stack([can_sell, jnp.bool_(True), can_buy]),
+        )
+
+    def _observe(self, env_state: LimitOrderBookState, k: Array, fdt: Any) -> dict[str, Any]:
+        left = jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
+        return observe(
+            env_state.book,
+            env_state.account,
+            env_state.trades,
+            left,
+            self._inventory_ratio,
+            mid_price=self.mid_price,
+            levels=self.levels,
+        )
+
+    def _state(
+        self,
+        env_state: LimitOrderBookState,
+        k: Array,
+        reward: Array,
+        dt: Array,
+        n_fills: Array,
+        terminated: Any,
+        key: PRNGKeyArray,
+    ) -> LimitOrderBookEnvState:
+        """The state after `k` decisions; one builder for reset and step."""
+        fdt = float_dtype()
+        book, account = env_state.book, env_state.account
+        mid = book_mid2(book, self.mid_price).astype(fdt) * 0.5
+        has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
+        bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+        ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
+        cash = account.cash.astype(fdt)
+        info = {
+            "timestamp": self._clock(k, fdt) - jnp.asarray(self.warmup, fdt),
+            "dt": jnp.asarray(dt, fdt),
+            "mid_price": mid,
+            "spread": jnp.where(has_bid & has_ask, ask - bid, 0),
+            "inventory": account.inventory,
+            "cash": cash,
+            "wealth": cash + account.inventory.astype(fdt) * mid,
+            "fills": jnp.asarray(n_fills, jnp.int32),
+            "overflow": env_state.overflow,
+        }
+        return LimitOrderBookEnvState(
+            env_state=env_state,
+            observation=self._observe(env_state, k, fdt),
+            reward=jnp.asarray(reward, fdt),
+            termination=jnp.asarray(terminated),
+            truncation=jnp.bool_(False),
+            info=info,
+            step_count=k,
+            key=key,
+            action_mask=self._mask(account),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(session_length={self.session_length}, "
+            f"decision_interval={self.decision_interval}, levels={self.levels}, "
+            f"max_quote_offset={self.max_quote_offset}, capacity={self.capacity}, "
+            f"params={self.params})"
+        )

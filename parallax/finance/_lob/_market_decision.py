@@ -1,0 +1,198 @@
+"""One trader's decision in a book shared by several traders (pure functions).
+
+- `new_accounts`: `A` traders' accounts, an `Account` whose leaves lead with `A`.
+- `book_fills`: book one incoming order's executions to every trader that took part (the
+  taker, and each trader whose resting order was hit), and count them as sekai does.
+- `apply_trader_decision`: sekai's `_LOBCore.apply` for trader `owner`: the market order
+  (after cancelling the trader's opposite quote), then its bid and its ask kept, moved,
+  placed or cancelled.
+
+`_decision.apply_decision` is the single-agent case (owner 0, no other trader); these
+functions take the owner as an argument and book the other traders' side of each fill.
+Everything is int32 and exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._book import ASK, BID, Book, Fills, add_limit, cancel, market_order
+from ._decision import Account, TradeLog, log_trades
+
+__all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+SELL, HOLD, BUY = 0, 1, 2
+
+
+def new_accounts(num_agents: int) -> Account:
+    """`num_agents` accounts with no position, no cash and no quotes (leaves `(A,)`)."""
+    zeros = jnp.zeros(num_agents, jnp.int32)
+    return Account(
+        inventory=zeros, cash=zeros, bid_id=zeros, ask_id=zeros, bought=zeros, sold=zeros
+    )
+
+
+def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Account, jax.Array]:
+    """Book one incoming order's executions to the traders `0..A-1` that took part.
+
+    The taker buys (sells) the whole executed quantity, each maker sells (buys) its part,
+    at the makers' prices. As in sekai, the taker counts every execution of its order and
+    each other trader one per execution against its resting order.
+
+    Args:
+        accounts: the traders' accounts, leaves `(A,)`.
+        fills: the executions of one incoming order.
+        counts: int32 `(A,)`, fills counted so far.
+
+    Returns:
+        `(accounts, counts)`.
+    """
+    num_agents = counts.shape[0]
+    traders = jnp.arange(num_agents, dtype=jnp.int32)
+    n = fills.size.shape[0]
+    live = jnp.arange(n, dtype=jnp.int32) < fills.count
+    size = jnp.where(live, fills.size, 0)
+    value = size * fills.price
+    taker = fills.taker_owner == traders  # (A,)
+    maker = live[None, :] & (fills.maker_owner[None, :] == traders[:, None])  # (A, n)
+    taker_qty = jnp.where(taker, jnp.sum(size, dtype=jnp.int32), 0)
+    taker_value = jnp.where(taker, jnp.sum(value, dtype=jnp.int32), 0)
+    maker_qty = jnp.sum(jnp.where(maker, size[None, :], 0), axis=1, dtype=jnp.int32)
+    maker_value = jnp.sum(jnp.where(maker, value[None, :], 0), axis=1, dtype=jnp.int32)
+    is_buy = fills.taker_side == BID
+    bought = jnp.where(is_buy, taker_qty, maker_qty)
+    sold = jnp.where(is_buy, maker_qty, taker_qty)
+    cash = jnp.where(is_buy, maker_value - taker_value, taker_value - maker_value)
+    accounts = dataclasses.replace(
+        accounts,
+        inventory=accounts.inventory + bought - sold,
+        cash=accounts.cash + cash,
+        bought=accounts.bought + bought,
+        sold=accounts.sold + sold,
+    )
+    as_maker = jnp.sum(maker & ~taker[:, None], axis=1, dtype=jnp.int32)
+    counts = counts + jnp.where(taker, fills.count, 0) + as_maker
+    return accounts, counts
+
+
+def _quote(
+    book: Book,
+    owner: jax.Array,
+    side: int,
+    level: jax.Array,
+    current: jax.Array,
+    order_size: int,
+    mid_price: int,
+) -> tuple[Book, jax.Array, Fills]:
+    """sekai's `_quote` for trader `owner`: keep, move, place or cancel its quote on `side`.
+
+    The level is measured from the best price of every other order on the side (the other
+    traders' included); with none, one tick inside the opposite best (unless the own quote
+    sits at that price), else the last trade price (or the initial mid).
+
+    Returns:
+        `(book, new quote id (0: none), fills of a newly placed quote)`.
+    """
+    row = 0 if side == BID else 1
+    valid, price = book.valid[row], book.price[row]
+    mine = valid & (book.seq[row] == current) & (current > 0)
+    resting = jnp.any(mine)
+    resting_price = jnp.sum(jnp.where(mine, price, 0), dtype=jnp.int32)
+    others = valid & ~mine
+    has_other = jnp.any(others)
+    opp_valid = book.valid[1 - row]
+    opp_present = jnp.any(opp_valid)
+    if side == BID:
+        best_other = jnp.max(jnp.where(others, price, 0))
+        best_all = jnp.max(jnp.where(valid, price, 0))
+        opposite = jnp.min(jnp.where(opp_valid, book.price[1], _INT32_MAX))
+        inside = opposite - 1
+    else:
+        best_other = jnp.min(jnp.where(others, price, _INT32_MAX))
+        best_all = jnp.min(jnp.where(valid, price, _INT32_MAX))
+        opposite = jnp.max(jnp.where(opp_valid, book.price[0], 0))
+        inside = opposite + 1
+    use_opposite = opp_present & (~resting | (resting_price != opposite))
+    reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
+    best = jnp.where(has_other, best_other, jnp.where(use_opposite, inside, reference))
+    target = best - (level - 1) if side == BID else best + (level - 1)
+    keep = (
+        resting
+        & (level > 0)
+        & ((resting_price == target) | ((level == 1) & (resting_price == best_all)))
+    )
+    book, _ = cancel(book, jnp.where(resting & ~keep, current, 0))
+    size = jnp.where((level > 0) & ~keep, order_size, 0)  # size 0: rejected, no change
+    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, owner)
+    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
+    return book, new_id, fills
+
+
+def apply_trader_decision(
+    book: Book,
+    accounts: Account,
+    log: TradeLog,
+    counts: jax.Array,
+    owner: jax.Array,
+    action: jax.Array,
+    *,
+    order_size: int,
+    max_inventory: int,
+    mid_price: int,
+) -> tuple[Book, Account, TradeLog, jax.Array]:
+    """Carry out trader `owner`'s decision `(bid level, ask level, market)`.
+
+    1. A market buy (sell) allowed by the inventory limit cancels the trader's resting ask
+       (bid) first, then executes `order_size` lots; every trader hit is booked.
+    2. The bid, then the ask, is kept, moved, placed or cancelled (a side the inventory
+       limit forbids after the market order gets level 0).
+
+    Args:
+        book, accounts, log: the book, every trader's account (leaves `(A,)`), the trades.
+        counts: int32 `(A,)`, fills counted so far this step.
+        owner: int32 `()`, the deciding trader (its slot in `accounts` and owner id).
+        action: int32 `(3,)`, inside the action space.
+        order_size, max_inventory, mid_price: the env's static configuration.
+
+    Returns:
+        `(book, accounts, log, counts)`.
+    """
+    bid_level, ask_level, market = action[0], action[1], action[2]
+    q = order_size
+
+    def mine(accounts: Account) -> Account:
+        return jax.tree.map(lambda x: x[owner], accounts)
+
+    own = mine(accounts)
+    do_buy = (market == BUY) & (own.inventory + q <= max_inventory)
+    do_sell = (market == SELL) & (own.inventory - q >= -max_inventory)
+    book, _ = cancel(book, jnp.where(do_buy, own.ask_id, 0))  # self-trade prevention
+    book, _ = cancel(book, jnp.where(do_sell, own.bid_id, 0))
+    accounts = dataclasses.replace(
+        accounts,
+        ask_id=accounts.ask_id.at[owner].set(jnp.where(do_buy, 0, own.ask_id)),
+        bid_id=accounts.bid_id.at[owner].set(jnp.where(do_sell, 0, own.bid_id)),
+    )
+    side = jnp.where(do_buy, BID, ASK)
+    book, fills = market_order(book, side, jnp.where(do_buy | do_sell, q, 0), owner)
+    accounts, counts = book_fills(accounts, fills, counts)
+    log = log_trades(log, fills)
+    own = mine(accounts)
+    can_buy = own.inventory + q <= max_inventory
+    can_sell = own.inventory - q >= -max_inventory
+    levels = (jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0))
+    for quote_side, level in zip((BID, ASK), levels, strict=True):
+        field = "bid_id" if quote_side == BID else "ask_id"
+        current = getattr(accounts, field)[owner]
+        book, new_id, fills = _quote(book, owner, quote_side, level, current, q, mid_price)
+        accounts = dataclasses.replace(
+            accounts, **{field: getattr(accounts, field).at[owner].set(new_id)}
+        )
+        accounts, counts = book_fills(accounts, fills, counts)
+        log = log_trades(log, fills)
+    return book, accounts, log, counts

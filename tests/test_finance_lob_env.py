@@ -1,0 +1,322 @@
+"""`LimitOrderBookEnv` (LimitOrderBook-v0) against sekai 0.2.0's `LimitOrderBookEnv`.
+
+sekai's env is driven by the flow tests' shim generator (`FlowShim`: the `n`-th draw of each
+kind is our `n`-th draw of its slot at the step's index), with x64 on, and random legal
+actions; after reset and after every step the observations, rewards, flags, info, action
+masks and every resting order of the two books must be equal, over whole sessions, for
+sekai's default flow, a thin book (`cancel_rate=1.0`) and a deep one (`cancel_rate=0.1`).
+Then: constructor errors as sekai's, float32, vmap against single envs, the battery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_finance_lob_flow import FlowShim, resting, sekai_resting
+
+from parallax.finance._lob import FlowParams, LimitOrderBookEnv
+from parallax.testing import BATTERY_CHECKS, run_battery
+
+lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
+lob = pytest.importorskip("sekai.finance.lob")
+
+# A small limit and two-lot orders exercise the masks, partial fills and the limits often;
+# the last step is half an interval (session_length 120.5).
+SMALL = {
+    "session_length": 120.5,
+    "order_size": 2,
+    "max_inventory": 5,
+    "max_trades": 8,
+    "warmup": 10.0,
+}
+SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
+    # name: (env keywords shared with sekai, flow keywords, our capacity)
+    "default": ({}, {}, 64),  # sekai's defaults: a 300-step session
+    "thin": (SMALL, {"cancel_rate": 1.0}, 64),
+    "deep": (SMALL, {"cancel_rate": 0.1}, 192),
+}
+
+
+class EnvShim(FlowShim):
+    """`FlowShim` that leaves the seed book's draws by itself after the 60 orders of
+    `initialise` (sekai's env runs the warm-up right after, with no hook between)."""
+
+    def poisson(self, lam: float) -> int:
+        out = super().poisson(lam)
+        if self.init and self.counts["init"] == 60:
+            self.init = False
+        return out
+
+
+def _random_action(gen: np.random.Generator, mask: tuple[Any, ...], previous: Any) -> Any:
+    """A legal action; half the time the previous one again (so quotes are kept)."""
+    if previous is not None and gen.random() < 0.5:
+        bid, ask, market = previous
+        if mask[0][bid] and mask[1][ask] and mask[2][market]:
+            return previous
+    choices = [np.flatnonzero(np.asarray(m)) for m in mask]
+    bid = int(gen.choice(choices[0]))
+    ask = int(gen.choice(choices[1]))
+    market = int(gen.choice(choices[2], p=None if len(choices[2]) < 3 else [0.15, 0.7, 0.15]))
+    return np.array([bid, ask, market])
+
+
+def _assert_same(state: Any, obs: dict[str, Any], info: dict[str, Any], where: str) -> None:
+    ours = jax.tree.map(np.asarray, state.observation)
+    np.testing.assert_array_equal(ours["book"], obs["book"], err_msg=where)
+    np.testing.assert_array_equal(ours["agent"], obs["agent"], err_msg=where)
+    np.testing.assert_array_equal(ours["trades"]["values"], obs["trades"]["values"], err_msg=where)
+    np.testing.assert_array_equal(ours["trades"]["mask"], obs["trades"]["mask"], err_msg=where)
+    got = {k: np.asarray(v).item() for k, v in state.info.items()}
+    assert not got.pop("overflow"), where
+    expected = dict(info)
+    expected["spread"] = 0 if expected["spread"] is None else expected["spread"]
+    assert got == expected, where
+
+
+@pytest.fixture
+def x64_on():
+    with jax.enable_x64(True):
+        yield
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_env_equals_sekai_step_by_step(setting: str, x64_on: None) -> None:
+    kwargs, flow_kwargs, capacity = SETTINGS[setting]
+    env = LimitOrderBookEnv(flow=FlowParams(**flow_kwargs), capacity=capacity, **kwargs)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    seeds = (0,) if setting == "default" else (0, 1)
+    totals = {"fills": 0, "kept": 0, "market": 0, "limit_hit": 0, "steps": 0, "short": 0}
+    for seed in seeds:
+        key = jax.random.key(seed)
+        ref = lob_env.LimitOrderBookEnv(flow=lob.ZeroIntelligenceFlow(**flow_kwargs), **kwargs)
+        state = reset(key=key)
+        shim = EnvShim(state.env_state.episode_key, ref.core.flow.mean_size)
+        ref.rng = shim
+        first = ref.reset()
+        obs, info = first.observation, first.info
+        _assert_same(state, obs, info, f"{setting} seed {seed} reset")
+        assert resting(state.env_state.book) == sekai_resting(ref.book)
+        gen = np.random.default_rng(100 + seed)
+        previous = None
+        for k in range(1, env.n_steps + 1):
+            where = f"{setting} seed {seed} step {k}"
+            mask = ref.action_mask()
+            ours_mask = [np.asarray(m) for m in state.action_mask]
+            assert [m.tolist() for m in ours_mask] == [m.astype(bool).tolist() for m in mask]
+            action = _random_action(gen, mask, previous)
+            totals["kept"] += int(previous is not None and np.array_equal(action, previous))
+            totals["market"] += int(action[2] != 1)
+            totals["limit_hit"] += int(not all(np.all(m) for m in mask))
+            previous = action
+            shim.set_step(k)
+            result = ref.step(action)
+            state = step(state, jnp.asarray(action))
+            _assert_same(state, result.observation, result.info, where)
+            assert float(state.reward) == result.reward, where
+            assert bool(state.termination) == result.terminated, where
+            assert bool(state.truncation) == result.truncated, where
+            assert resting(state.env_state.book) == sekai_resting(ref.book), where
+            book = state.env_state.book
+            assert int(book.next_id) == ref.book._next_id, where
+            assert int(book.last_price) == ref.book.last_price, where
+            totals["fills"] += result.info["fills"]
+            totals["short"] += int(result.info["dt"] < env.decision_interval)
+            totals["steps"] += 1
+        assert bool(state.termination)
+    # the sessions exercised what they claim to
+    assert totals["steps"] == len(seeds) * env.n_steps
+    assert totals["fills"] > totals["steps"] // 10, totals
+    assert totals["kept"] > totals["steps"] // 4, totals
+    assert totals["market"] > totals["steps"] // 10, totals
+    if setting != "default":
+        assert totals["limit_hit"] > 0, totals
+        assert totals["short"] == len(seeds), totals  # the half-interval last step
+
+
+# -- construction ---------------------------------------------------------------------------
+
+BAD = [
+    {"decision_interval": 0.0},
+    {"decision_interval": float("nan")},
+    {"mid_price": 10},
+    {"levels": 0, "mid_price": 100},
+    {"max_quote_offset": 0},
+    {"order_size": 0},
+    {"max_inventory": 0},
+    {"max_trades": 0},
+    {"session_length": -1.0},
+    {"session_length": float("inf")},
+    {"inventory_penalty": -0.1},
+    {"warmup": -1.0},
+]
+
+
+@pytest.mark.parametrize(
+    "kwargs", BAD, ids=[f"{next(iter(k))}={next(iter(k.values()))}" for k in BAD]
+)
+def test_constructor_rejects_what_sekai_rejects(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError) as theirs:
+        lob_env.LimitOrderBookEnv(**kwargs)
+    with pytest.raises(ValueError) as ours:
+        LimitOrderBookEnv(**kwargs)
+    name = next(iter(kwargs))
+    assert name in str(ours.value) and name in str(theirs.value)
+
+
+def test_constructor_checks_our_own_arguments() -> None:
+    with pytest.raises(TypeError, match=r"levels must be an int, got 2\.5"):
+        LimitOrderBookEnv(levels=2.5)
+    with pytest.raises(TypeError, match="flow must be a FlowParams"):
+        LimitOrderBookEnv(flow={"cancel_rate": 1.0})
+    with pytest.raises(ValueError, match="capacity must be >= 2, got 1"):
+        LimitOrderBookEnv(capacity=1)
+    with pytest.raises(ValueError, match="max_events must be >= 1, got 0"):
+        LimitOrderBookEnv(max_events=0)
+
+
+def test_defaults_and_spaces_are_sekais() -> None:
+    ours, theirs = LimitOrderBookEnv(), lob_env.LimitOrderBookEnv()
+    assert ours.n_steps == theirs.n_steps == 300
+    assert ours.inventory_penalty == theirs.core.inventory_penalty
+    for name in ("mid_price", "levels", "max_quote_offset", "order_size", "max_inventory"):
+        assert getattr(ours, name) == getattr(theirs.core, name), name
+    assert ours.session_length == theirs.core.session_length
+    assert ours.warmup == theirs.core.warmup and ours.max_trades == theirs.core.max_trades
+    assert ours.action_space.nvec.tolist() == theirs.action_space.nvec.tolist()
+    space = ours.observation_space.spaces
+    assert space["book"].shape == theirs.observation_space["book"].shape
+    assert space["agent"].shape == theirs.observation_space["agent"].shape
+    assert space["trades"]["values"].shape == theirs.observation_space["trades"]["values"].shape
+    assert space["trades"]["mask"].shape == theirs.observation_space["trades"]["mask"].shape
+
+
+# -- float32, batches, the battery ------------------------------------------------------------
+
+TINY = {"session_length": 6.0, "warmup": 2.0, "max_inventory": 2, "max_trades": 4, "levels": 3}
+
+
+@pytest.fixture(scope="module")
+def tiny_rollout() -> tuple[LimitOrderBookEnv, Any, Any]:
+    """Four float32 envs, vmapped, for a whole session of random actions."""
+    env = LimitOrderBookEnv(**TINY)
+    keys = jax.random.split(jax.random.key(7), 4)
+    actions = jax.vmap(
+        lambda k: jax.vmap(lambda kk: env.action_space.sample(key=kk))(jax.random.split(k, 6))
+    )(keys)
+
+    @jax.jit
+    def rollout(keys: Any, actions: Any) -> Any:
+        def one(key: Any, acts: Any) -> Any:
+            state = env.reset(key=key)
+
+            def body(s: Any, a: Any) -> Any:
+                s = env.step(s, a)
+                return s, s
+
+            return jax.lax.scan(body, state, acts)[1]
+
+        return jax.vmap(one)(keys, actions)
+
+    return env, (keys, actions), rollout(keys, actions)
+
+
+def test_float32_states_are_finite_and_in_space(tiny_rollout: Any) -> None:
+    env, _, states = tiny_rollout
+    assert states.reward.dtype == jnp.float32 and states.info["wealth"].dtype == jnp.float32
+    for leaf in jax.tree.leaves((states.observation, states.reward, states.info)):
+        assert np.all(np.isfinite(np.asarray(leaf, np.float64)))
+    inside = jax.vmap(jax.vmap(env.observation_space.contains))(states.observation)
+    assert np.all(np.asarray(inside))
+    assert np.all(np.asarray(states.termination[:, -1]))
+    assert not np.any(np.asarray(states.termination[:, :-1]))
+    assert not np.any(np.asarray(states.info["overflow"]))
+    assert np.any(np.asarray(states.info["fills"]) > 0)
+
+
+def test_vmap_equals_single_envs(tiny_rollout: Any) -> None:
+    env, (keys, actions), states = tiny_rollout
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    for i in (0, 3):
+        state = reset(key=keys[i])
+        for t in range(actions.shape[1]):
+            state = step(state, actions[i, t])
+            batched = jax.tree.map(lambda x, i=i, t=t: x[i, t], states)
+            for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(batched), strict=True):
+                if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+                    a, b = jax.random.key_data(a), jax.random.key_data(b)
+                np.testing.assert_array_equal(a, b)
+    # different keys, different books
+    assert not np.array_equal(
+        states.env_state.book.price[0, -1], states.env_state.book.price[1, -1]
+    )
+
+
+def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
+    env, _, states = tiny_rollout
+    checks = env.invariants
+    assert sorted(checks) == [
+        "no_crossed_book",
+        "trade_log_consistent",
+        "volume_conserved",
+        "wealth_identity",
+    ]
+    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), states)
+    for name, fn in checks.items():
+        assert np.all(np.asarray(jax.vmap(fn)(flat))), name
+    one = jax.tree.map(lambda x: x[0, -1], states)
+    es = one.env_state
+    bad_wealth = dataclasses.replace(one, info={**one.info, "wealth": one.info["wealth"] + 1.0})
+    crossed_price = es.book.price.at[0].set(jnp.where(es.book.valid[0], 20_000, 0))
+    bad_book = dataclasses.replace(
+        one,
+        env_state=dataclasses.replace(es, book=dataclasses.replace(es.book, price=crossed_price)),
+    )
+    bad_account = dataclasses.replace(
+        one,
+        env_state=dataclasses.replace(
+            es, account=dataclasses.replace(es.account, inventory=es.account.inventory + 1)
+        ),
+    )
+    assert not bool(checks["wealth_identity"](bad_wealth))
+    assert not bool(checks["no_crossed_book"](bad_book))
+    assert not bool(checks["volume_conserved"](bad_account))
+
+
+def test_battery() -> None:
+    """float32 (x64 runs in the differential test); small sizes: each check compiles."""
+    checks = [
+        "contract",
+        "structure_stable",
+        "jit_vmap_scan_agree",
+        "determinism",
+        "batch_independence",
+        "invariant_sweep",
+        "structured_spaces",
+    ]
+    outcomes = run_battery(
+        lambda: LimitOrderBookEnv(**TINY),
+        num_steps=8,
+        batch_size=2,
+        checks=checks,
+        # eager rollouts op by op, not under jax.disable_jit(): there the flow's
+        # lax.while_loop would run as a Python loop of ~400 iterations per step
+        options={"invariant_envs": 2, "invariant_steps": 8, "disable_jit": False},
+    )
+    assert [o.check for o in outcomes] == [c for c in BATTERY_CHECKS if c in checks]
+    failed = [f"{o.check}: {o.message}" for o in outcomes if o.status != "pass"]
+    assert not failed, "\n\n".join(failed)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from parallax.finance._lob import _env
+
+    result = doctest.testmod(_env, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
