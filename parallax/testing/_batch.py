@@ -30,6 +30,7 @@ def check_batch_independence(
     autoreset: bool | None = None,
     tolerance: Tolerance = EXACT,
     _solo_step: Any = None,
+    _disable_jit: bool = True,
 ) -> CheckReport:
     """Check that instance i run alone and run inside a batch give identical trajectories.
 
@@ -130,7 +131,11 @@ def check_batch_independence(
         solo_sched = solo.schedule(env_keys, policy_keys, num_steps)  # leading axis: instance
         step = _solo_step if _solo_step is not None else jax.jit(env.step)
         for i in range(n):
-            alone = solo.eager(jax.tree.map(lambda x, i=i: x[i], solo_sched), step_fn=step)
+            alone = solo.eager(
+                jax.tree.map(lambda x, i=i: x[i], solo_sched),
+                step_fn=step,
+                disable_jit=_disable_jit,  # the battery's option: its eager runs, op by op
+            )
             compare_rollouts(
                 _OWNER,
                 together.select(i),

@@ -196,6 +196,7 @@ class Battery:
                 None if session.kind.vector else self.batch_size,
                 num_steps=self.num_steps,
                 _solo_step=None if session.kind.vector else session.step_j(),
+                _disable_jit=session.disable_jit,
                 **{k: opts[k] for k in ("key", "policy", "autoreset") if k in opts},
             )
         if name == "matches_reference":
