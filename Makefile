@@ -25,16 +25,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The suite runs as two pytest sessions in turn, about half of the modules each: an xdist
-# worker that ran half of the whole suite (~800 tests) died without a traceback near its
-# end, reproducibly and in different tests that pass alone, so no worker lives that long.
-# The second session takes every module the first does not, so none can be left out.
+# One pytest session on two xdist workers. Each worker runs about half of the suite, and
+# tests/conftest.py keeps its memory mappings bounded (a worker that kept every compiled
+# program reached the kernel's vm.max_map_count and segfaulted).
 PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=20
-FIRST_HALF := tests/test_[a-e]*.py tests/test_finance_[a-l]*.py
 
 pytest: $(STAMP)
-	$(PYTEST) $(FIRST_HALF)
-	$(PYTEST) $(foreach g,$(FIRST_HALF),--ignore-glob='$(g)')
+	$(PYTEST)
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -9,11 +9,13 @@
   `standard_promotion` (verbatim documentation examples written for JAX's defaults);
 - warnings are errors (pyproject's `filterwarnings`, with narrow third-party exceptions);
 - the `x64` fixture runs a test with `jax_enable_x64` on and off;
-- the persistent compilation cache stores every program (see below).
+- the persistent compilation cache stores every program (see below);
+- compiled programs are dropped when a process holds too many memory mappings (see below).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
@@ -58,6 +60,28 @@ def _strict_jax(request: pytest.FixtureRequest):
         return
     with jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
         yield
+
+
+# XLA's CPU backend maps the code of every compiled program into pages of its own, and keeps
+# them while JAX's caches hold the program. A test process that compiled a few thousand
+# programs (half of the suite) reached Linux's `vm.max_map_count` (65530 mappings) and died
+# with a segfault and no Python traceback. After a test that leaves the process above
+# `_MAX_MAPPINGS`, JAX's in-memory caches are cleared, which unmaps those programs; a later
+# use recompiles or loads from the persistent cache.
+_MAPS = pathlib.Path("/proc/self/maps")
+_MAX_MAPPINGS = 20_000
+
+
+def _mappings() -> int:
+    return _MAPS.read_bytes().count(b"\n") if _MAPS.exists() else 0
+
+
+@pytest.fixture(autouse=True)
+def _bounded_mappings():
+    yield
+    if _mappings() > _MAX_MAPPINGS:
+        jax.clear_caches()
+        gc.collect()
 
 
 @pytest.fixture(params=[False, True], ids=["f32", "x64"])
