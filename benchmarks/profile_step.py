@@ -4,7 +4,7 @@ For each env id, two rollouts of `--steps` steps at `--num-envs` envs, both with
 actions drawn one step ahead (`parallax.action_scan`, as `parallax bench` times them):
 
 - `full`: `parallax.make_vec(id, N, ...)`, the auto-resetting stack
-  (`VmapWrapper(AutoResetWrapper(env))`);
+  (`VmapAutoResetWrapper(env, N)`, i.e. `AutoResetWrapper(VmapWrapper(env, N))`);
 - `bare`: `jax.vmap(env.step)`, no reset at all (episodes run past their end: a bound, not
   an alternative).
 
@@ -14,7 +14,7 @@ For each it prints
    median per-repeat speed ratio bare / full);
 2. from the compiled HLO, the kernels one step of the scan launches on the path where no
    env resets (fusions, copies, other ops; inside a conditional, its first branch, the one
-   taken when no env is done);
+   taken when no env is done) and the bytes they write (their results' sizes);
 3. from a `jax.profiler` trace of one call, the `--top` kernels by time per step. Profiling
    slows every kernel down, so read those as shares of the step, not as absolute times;
 4. from XLA's cost analysis of one env's compiled `reset` and `step` (no vmap, no
@@ -32,6 +32,7 @@ import collections
 import glob
 import gzip
 import json
+import math
 import re
 import statistics
 import tempfile
@@ -64,8 +65,19 @@ def _computations(hlo: str) -> dict[str, list[str]]:
     return comps
 
 
-def kernels_per_step(hlo: str, scan_length: int) -> dict[str, int]:
-    """Kernels launched by one iteration of the scan of length `scan_length`, no reset."""
+def _bytes(shape: str) -> int:
+    """The bytes of an HLO result shape (`f32[1024,31]{1,0}`, or a tuple of such)."""
+    total = 0
+    for dtype, dims in re.findall(r"\b([a-z]+\d*)\[([\d,]*)\]", shape):
+        bits = 8 if dtype == "pred" else int(re.sub(r"\D", "", dtype) or 32)
+        total += math.prod(int(d) for d in dims.split(",") if d) * bits // 8
+    return total
+
+
+def step_kernels(hlo: str, scan_length: int) -> list[tuple[str, int]]:
+    """`(opcode, bytes written)` of each kernel one iteration of the scan of length
+    `scan_length` launches, on the path where no env resets (inside a conditional: its
+    first branch, the one taken when no env is done; the conditional itself writes 0)."""
     comps = _computations(hlo)
     loop = re.search(
         r"while\(.*body=%(\S+?),.*\"known_trip_count\":\{\"n\":\"" + str(scan_length) + '"',
@@ -74,24 +86,35 @@ def kernels_per_step(hlo: str, scan_length: int) -> dict[str, int]:
     if loop is None:
         raise RuntimeError(f"no while loop with {scan_length} iterations in the program")
 
-    def count(name: str) -> collections.Counter[str]:
-        found: collections.Counter[str] = collections.Counter()
+    def walk(name: str) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
         for line in comps[name]:
-            op = re.match(r"\s*(?:ROOT )?%\S+ = .*? ([a-z][a-z0-9-]*)\(", line)
-            if not op or op.group(1) in _SKIP_OPS:
+            op = re.match(r"\s*(?:ROOT )?%\S+ = (.*?) ([a-z][a-z0-9-]*)\(", line)
+            if not op or op.group(2) in _SKIP_OPS:
                 continue
-            if op.group(1) == "conditional":
+            if op.group(2) == "conditional":
                 branches = re.search(r"branch_computations=\{([^}]*)\}", line) or re.search(
                     r"false_computation=%(\S+?),", line
                 )
                 assert branches is not None
-                found["conditional"] += 1
-                found.update(count(branches.group(1).split(",")[0].strip().lstrip("%")))
+                found.append(("conditional", 0))
+                found.extend(walk(branches.group(1).split(",")[0].strip().lstrip("%")))
             else:
-                found[op.group(1)] += 1
+                found.append((op.group(2), _bytes(op.group(1))))
         return found
 
-    return dict(count(loop.group(1)).most_common())
+    return walk(loop.group(1))
+
+
+def kernels_per_step(hlo: str, scan_length: int) -> dict[str, int]:
+    """Kernels launched by one iteration of the scan of length `scan_length`, no reset."""
+    counts = collections.Counter(op for op, _ in step_kernels(hlo, scan_length))
+    return dict(counts.most_common())
+
+
+def bytes_written_per_step(hlo: str, scan_length: int) -> int:
+    """Bytes the kernels of `kernels_per_step` write (their results' sizes), no reset."""
+    return sum(written for _, written in step_kernels(hlo, scan_length))
 
 
 def describe(comps: dict[str, list[str]], kernel: str) -> str:
@@ -232,6 +255,7 @@ def profile(env_id: str, num_envs: int, steps: int, repeats: int, top: int) -> d
         result[name] = {
             "steps_per_s": num_envs * steps / statistics.median(seconds[name]),
             "kernels_per_step": kernels_per_step(hlo, steps),
+            "bytes_written_per_step": bytes_written_per_step(hlo, steps),
             "profile": profiled,
         }
     return result
@@ -261,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             kernels = part["kernels_per_step"]
             print(
                 f"  {name}: {part['steps_per_s'] / 1e6:.2f} M steps/s, "
-                f"{sum(kernels.values())} kernels per step {kernels}"
+                f"{sum(kernels.values())} kernels per step {kernels}, "
+                f"{part['bytes_written_per_step'] / 1e3:.0f} kB written"
             )
             prof = part["profile"]
             if prof["conditional_share"]:
