@@ -110,6 +110,10 @@ JOBS: dict[str, list[str]] = {
         )
         for suffix, threads in (("", []), ("_1thread", ["--cpu-threads", "1"]))
     },
+    # LimitOrderBook-v0 against sekai's env in a Python loop (it has no native vector env),
+    # with the background flow's events/s (lob_speed.py, the measurement of `parallax bench
+    # LimitOrderBook-v0 --compare sekai`)
+    "lob_speed": [PY, "benchmarks/lob_speed.py", "--num-envs", "1024", "--json", "{out}"],
     # why our rollouts vary from call to call: XLA's CPU pool hands them between threads
     "thread_handoffs": [
         PY,
@@ -421,6 +425,19 @@ def tables(results: dict[str, Any]) -> str:
                     f"| {_rate(r.get('competitor_steps_per_second'))} | {ratio} | {spread} |"
                 )
             out.append("")
+    lob = _result(results, "lob_speed")
+    if lob:
+        r = lob["result"]
+        out += [
+            "| LimitOrderBook-v0, N | parallax steps/s | sekai loop steps/s | **ratio** "
+            "| events/s (ours) | events/s (sekai) | events / env step |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {r['num_envs']} | {_rate(r['steps_per_second'])} "
+            f"| {_rate(r.get('competitor_steps_per_second'))} | **{r.get('ratio', 0):.2f}x** "
+            f"| {_rate(r.get('events_per_second'))} | {_rate(r.get('competitor_events_per_second'))} "
+            f"| {r.get('events_per_step', 0):.1f} |",
+            "",
+        ]
     reset = _result(results, "reset_cost")
     if reset:
         out += [

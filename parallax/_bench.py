@@ -108,6 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
         "in benchmarks/competitors.py, not in the installed package)",
     )
     parser.add_argument(
+        "--competitor-steps",
+        type=_positive_int,
+        default=None,
+        metavar="T",
+        help="steps per timed call of sekai (default: --steps)",
+    )
+    parser.add_argument(
+        "--competitor-envs",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="envs that sekai's Python loop times, for an id sekai cannot vectorize natively "
+        "(LimitOrderBook-v0; default 16, at most N): its throughput is then per env step",
+    )
+    parser.add_argument(
         "--parallax-rl-python",
         default=None,
         metavar="PATH",
@@ -208,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     env_kwargs=dict(args.env_kwarg),
                     parallax_rl_python=args.parallax_rl_python,
                     progress=not args.no_progress,
+                    competitor_steps=args.competitor_steps,
+                    competitor_envs=args.competitor_envs,
                 )
             except (KeyError, ValueError, TypeError, ImportError, RuntimeError) as error:
                 message = error.args[0] if isinstance(error, KeyError) and error.args else error

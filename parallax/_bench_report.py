@@ -117,6 +117,20 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
             )
         lines.append(line)
     for r in results:
+        if "events_per_second" in r:
+            line = (
+                f"{r['env']} N={r['num_envs']}: flow events/s {_fmt_rate(r['events_per_second'])} "
+                f"({r['events_per_step']:.1f} per env step)"
+            )
+            if "competitor_events_per_second" in r:
+                line += (
+                    f", {r['competitor']} {_fmt_rate(r['competitor_events_per_second'])} "
+                    f"({r['competitor_events_per_step']:.1f} per env step)"
+                )
+            lines.append(line)
+        if "competitor_note" in r:
+            lines.append(f"{r['competitor']}: {r['competitor_note']}")
+    for r in results:
         if "competitor_error" in r:
             lines.append(f"{r['competitor']} N={r['num_envs']}: {r['competitor_error']}")
     return "\n".join(lines)

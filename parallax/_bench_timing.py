@@ -13,7 +13,13 @@ How a measurement runs. Ours: `parallax.make_vec(ID, N, ...)` is reset once, the
 time reported), called once to warm up, then timed `repeats` times, each call continuing
 from the state the previous one returned (the state buffer is donated). The competitor's
 repeats are interleaved with ours (ours, theirs, theirs, ours, ...) so that both see the
-same machine load; `ratio` is the median of the per-repeat ratios ours / theirs.
+same machine load; `ratio` is the median of the per-repeat ratios ours / theirs (per env
+step: a competitor that times fewer envs than N, sekai's Python loop, says how many env
+steps a call takes).
+
+Flow events. For an env with a background event loop (`LimitOrderBook-v0`), the
+competitors' module counts the events our timed calls ran, by an untimed replay, and the
+competitor's per env step; the result then has `events_per_second` and its relatives.
 """
 
 from __future__ import annotations
@@ -119,6 +125,37 @@ def _summary(seconds: list[float], env_steps: int) -> dict[str, float]:
     }
 
 
+def _events(
+    counted: dict[str, Any],
+    seconds: list[float],
+    env_steps: int,
+    their_per_step: float | None,
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """The event fields of a result: `counted` per call (the warm-up call first), our
+    timed `seconds`, and the competitor's events per env step (or None)."""
+    timed = counted["per_call"][1:]
+    rates = [e / s for e, s in zip(timed, seconds, strict=True)]
+    out: dict[str, Any] = {
+        "events": sum(timed),
+        "events_per_call": timed,
+        "events_per_step": sum(timed) / (env_steps * len(timed)),
+        "events_per_second": float(statistics.median(rates)),
+        "events_per_second_min": float(min(rates)),
+        "events_per_second_max": float(max(rates)),
+        "events_exact": counted["exact"],
+        "events_counted_by": counted["counted_by"],
+    }
+    if their_per_step is not None and "competitor_steps_per_second" in result:
+        theirs = their_per_step * result["competitor_steps_per_second"]
+        out.update(
+            competitor_events_per_step=their_per_step,
+            competitor_events_per_second=theirs,
+            events_ratio=out["events_per_second"] / theirs if theirs > 0 else None,
+        )
+    return out
+
+
 # -- our side -------------------------------------------------------------------------------
 class ParallaxRunner:
     """Our side: `make_vec(...)`, a donated jitted scan of `steps` steps, compiled AOT."""
@@ -139,6 +176,9 @@ class ParallaxRunner:
         from ._registry import make_vec
 
         self.num_envs, self.steps, self.seed = num_envs, steps, seed
+        # how the stack was made, so that a work counter can replay the rollout
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
+        self.autoreset, self.max_episode_steps = autoreset, max_episode_steps
         self.vec = make_vec(env_id, num_envs, max_episode_steps, autoreset, **env_kwargs)
         self.sample = random_actions(self.vec.action_space, num_envs)
         self.compiled: Any = None
@@ -259,6 +299,7 @@ def benchmark(
     parallax_rl_python: str | None = None,
     progress: bool = True,
     competitor_steps: int | None = None,
+    competitor_envs: int | None = None,
 ) -> dict[str, Any]:
     """Measure env steps/s of `make_vec(env_id, num_envs, ...)` (and of a competitor).
 
@@ -278,6 +319,9 @@ def benchmark(
         progress: show a tqdm bar on stderr (when stderr is a terminal).
         competitor_steps: steps per timed call of a sekai competitor (default `steps`);
             a Python loop at small N takes long for the scan lengths a jitted rollout needs.
+        competitor_envs: how many envs a sekai Python loop times, for an id sekai cannot
+            vectorize natively (default: the competitors' `LOOP_ENVS`, at most N); its
+            throughput is per env step.
 
     Returns:
         A JSON-serialisable dict: `env`, `num_envs`, `steps`, `repeats`,
@@ -285,6 +329,11 @@ def benchmark(
         `compile_seconds`, `episodes_ended`, memory figures, and with `compare`:
         `competitor`, `competitor_steps_per_second` (median, plus `_min`/`_max`),
         `competitor_compile_seconds`, `ratio` (median of per-repeat ratios ours/theirs).
+        `competitor_num_envs` (the envs it timed). For an env with a background event
+        loop, compared: `events` (in our timed calls), `events_per_call`,
+        `events_per_step`, `events_per_second` (median, `_min`, `_max`), `events_exact`,
+        `events_counted_by`, and the competitor's `competitor_events_per_step`,
+        `competitor_events_per_second` (median) and `events_ratio`.
 
     Example:
         >>> from parallax.bench import benchmark
@@ -302,6 +351,14 @@ def benchmark(
     elif not isinstance(competitor_steps, int) or competitor_steps < 1:
         raise ValueError(
             f"benchmark: competitor_steps must be None or a positive int, got {competitor_steps!r}"
+        )
+    if competitor_envs is not None and (
+        not isinstance(competitor_envs, int)
+        or isinstance(competitor_envs, bool)
+        or competitor_envs < 1
+    ):
+        raise ValueError(
+            f"benchmark: competitor_envs must be None or a positive int, got {competitor_envs!r}"
         )
     if compare is not None and compare not in COMPETITORS:
         raise ValueError(
@@ -331,6 +388,7 @@ def benchmark(
             competitor_steps if compare == "sekai" else steps,
             sample=ours.sample,
             parallax_rl_python=parallax_rl_python,
+            **({} if competitor_envs is None else {"timed_envs": competitor_envs}),
             **common,
         )
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -366,6 +424,11 @@ def benchmark(
                     their_ended += n_ended
                 if bar is not None:
                     bar.update()
+        counter = getattr(competitors, "count_flow_events", None)
+        our_events = None if counter is None else counter(ours, 1 + repeats)
+        their_events = None
+        if our_events is not None and hasattr(theirs, "count_events"):
+            their_events = theirs.count_events()
     finally:
         if bar is not None:
             bar.close()
@@ -398,7 +461,11 @@ def benchmark(
         "peak_rss_bytes": _peak_rss_bytes(),
     }
     if theirs is not None:
-        their_steps = num_envs * (competitor_steps if compare == "sekai" else steps)
+        their_steps = getattr(
+            theirs,
+            "env_steps_per_run",
+            num_envs * (competitor_steps if compare == "sekai" else steps),
+        )
         their_rate = _summary(theirs_s, their_steps)
         result.update(
             competitor=theirs.label,
@@ -408,7 +475,8 @@ def benchmark(
             competitor_seconds=theirs_s,
             competitor_compile_seconds=their_compile,
             competitor_episodes_ended=their_ended,
-            competitor_steps=their_steps // num_envs,
+            competitor_steps=competitor_steps if compare == "sekai" else steps,
+            competitor_num_envs=their_steps // (competitor_steps if compare == "sekai" else steps),
             # per repeat: their seconds per env step / ours, then the median
             ratio=float(
                 statistics.median(
@@ -417,6 +485,8 @@ def benchmark(
             ),
             **{f"competitor_{k}": v for k, v in theirs.extra.items()},
         )
+    if our_events is not None:
+        result.update(_events(our_events, ours_s, env_steps, their_events, result))
     result["load_average"] = [load_before, os.getloadavg() if load_before is not None else None]
     result["backend"] = jax.default_backend()
     result["jax_version"] = jax.__version__

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import parallax
 from parallax import _bench_timing, _cli, random_actions, rng, spaces
 from parallax._bench import main
 from parallax.bench import benchmark, format_table, tree_bytes
@@ -124,6 +125,62 @@ def test_compare_sekai_on_a_finance_env(capsys):
     assert r["ratio"] == pytest.approx(statistics.median(t / o for o, t in pairs))
     # episodes of 5 steps end inside the 16 timed steps, on both sides
     assert r["episodes_ended"] > 0 and r["competitor_episodes_ended"] > 0
+
+
+def test_compare_sekai_on_the_limit_order_book_counts_the_flow_events(capsys):
+    # sekai has no native vector env for it: 1 of our 2 envs is timed in its Python loop.
+    # Sessions of 2 steps, so resets (and their warm-ups) happen inside the timed calls.
+    kwargs = ["session_length=2.0", "warmup=1.0", "levels=2", "max_trades=2", "capacity=32"]
+    argv = ["LimitOrderBook-v0", "--num-envs", "2", "--steps", "3", "--repeats", "2"]
+    argv += ["--compare", "sekai", "--competitor-envs", "1", "--competitor-steps", "2"]
+    argv += [arg for kwarg in kwargs for arg in ("--env-kwarg", kwarg)]
+    assert main([*argv, "--json", "--no-progress"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r) >= KEYS | COMPARE_KEYS
+    assert r["competitor"] == "sekai loop" and "Python loop" in r["competitor_note"]
+    assert r["competitor_num_envs"] == 1 and r["competitor_steps"] == 2
+    _check_rates(r)
+    their_rates = [2 / s for s in r["competitor_seconds"]]  # 1 env x 2 steps per call
+    assert r["competitor_steps_per_second"] == pytest.approx(statistics.median(their_rates))
+    # the ratio is per env step: their seconds per env step over ours, median of the calls
+    pairs = zip(r["seconds"], r["competitor_seconds"])
+    assert r["ratio"] == pytest.approx(statistics.median((t / 2) / (o / 6) for o, t in pairs))
+    assert r["episodes_ended"] > 0 and r["competitor_episodes_ended"] > 0
+    # events: the replay ran the timed trajectory again, and its counts add up
+    assert r["events_exact"] is True
+    assert len(r["events_per_call"]) == 2 and sum(r["events_per_call"]) == r["events"]
+    assert r["events_per_step"] == pytest.approx(r["events"] / (2 * 2 * 3))
+    rates = [e / s for e, s in zip(r["events_per_call"], r["seconds"])]
+    assert r["events_per_second"] == pytest.approx(statistics.median(rates))
+    theirs = r["competitor_events_per_step"] * r["competitor_steps_per_second"]
+    assert r["competitor_events_per_second"] == pytest.approx(theirs)
+    assert r["events_ratio"] == pytest.approx(r["events_per_second"] / theirs)
+    # sekai's default flow: 24 + 0.5 n events per unit of time with n resting orders, and
+    # 2 units of session per 1 unit of warm-up; both sides count the same kind of event
+    for per_step in (r["events_per_step"], r["competitor_events_per_step"]):
+        assert 24 * 1.5 <= per_step <= 150
+    assert 0.5 < r["events_per_step"] / r["competitor_events_per_step"] < 2
+    table = format_table([r])
+    assert "flow events/s" in table and "per env step" in table
+
+
+def test_flow_event_counter_reads_the_events_of_the_steps_flow():
+    from parallax.finance._lob import FlowParams, run_flow
+
+    competitors = _bench_timing.load_competitors("sekai")
+    env = parallax.make("LimitOrderBook-v0", session_length=2.0, warmup=1.0, capacity=32)
+    counted = competitors.FlowEventCounter(env)
+    state = counted.reset(key=jax.random.key(3))
+    step = counted.step(state, jnp.array([0, 0, 1]))  # no quote, no market order
+    # the same interval of the flow on the same book, run directly
+    book, stats = run_flow(
+        state.env_state.book, FlowParams(), state.env_state.episode_key, 1, 1.0, 2.0,
+        max_events=env.max_events, max_trades=env.max_trades, num_agents=1,
+    )  # fmt: skip
+    assert int(step.info["flow_events"]) == int(stats.events) > 0
+    assert np.array_equal(np.asarray(step.env_state.book.seq), np.asarray(book.seq))
+    assert int(state.info["flow_events"]) > 0  # the reset's warm-up
+    assert "flow_events" not in env.step(state, jnp.array([0, 0, 1])).info  # the env is untouched
 
 
 def test_the_competitors_come_from_the_checkouts_benchmarks_folder():

@@ -77,6 +77,23 @@ def test_finance_vs_sekai_times_the_same_episodes_on_both_sides(tmp_path: Path) 
     )
 
 
+def test_lob_speed_writes_the_comparison_with_the_machines_load(tmp_path: Path) -> None:
+    out = tmp_path / "lob.json"
+    lob_speed = load("lob_speed")
+    assert lob_speed.main(["--quick", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    meta, r = report["meta"], report["result"]
+    assert meta["quick"] is True and len(meta["load_average_before"]) == 3
+    assert meta["cpu_seconds"] > 0 and meta["wall_seconds"] > 0
+    assert r["env"] == "LimitOrderBook-v0" and r["env_kwargs"] == lob_speed.QUICK_ENV_KWARGS
+    assert r["competitor"] == "sekai loop" and r["competitor_ignored_env_kwargs"] == ["capacity"]
+    assert (r["num_envs"], r["steps"], r["repeats"]) == (2, 3, 2)
+    assert (r["competitor_num_envs"], r["competitor_steps"]) == (1, 2)
+    assert r["ratio"] > 0 and r["events_exact"] is True
+    assert r["events_per_step"] > 0 and r["competitor_events_per_step"] > 0
+    assert "flow events/s" in lob_speed.summary(report)
+
+
 def test_exports_overhead_runs_every_export_against_the_bare_env() -> None:
     exports = load("exports_overhead")
     result = exports.measure("OptimalExecution-v0", 4, steps=6, repeats=1)
