@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import pathlib
 import sys
 import time
@@ -117,6 +118,20 @@ def test_finance_ppo_small_run_beats_random_and_selling_at_once():
     assert s["mean_episode_reward"] > s["random_policy_reward"] + 300, s
     assert s["mean_episode_reward"] > s["sell_all_reward"], s
     assert s["last_return"] > s["first_return"], s  # the learning curve went up
+    # LimitOrderBook-v0: PPO, the fixed-spread rule and a random policy on the same episodes
+    policies = ("ppo", "fixed_spread", "random")
+    episodes = {s[f"lob_{p}_episodes"] for p in policies}
+    assert len(episodes) == 1 and episodes.pop() >= 32, s
+    for p in policies:
+        assert math.isfinite(s[f"lob_{p}_return"]), s
+        # the inventory is bounded by the env's max_inventory (20 lots)
+        assert 0.0 <= s[f"lob_{p}_abs_inventory"] <= 20.0, s
+    assert s["lob_num_updates"] >= 16, s
+    # quoting at the touch earns the spread; random market orders pay it
+    assert s["lob_fixed_spread_return"] > s["lob_random_return"] + 5, s
+    # over four training seeds PPO ended 7 to 10 ticks above random (it stops crossing the
+    # spread): a broken MultiDiscrete head or update stays near the random policy
+    assert s["lob_ppo_return"] > s["lob_random_return"] + 3, s
 
 
 @pytest.mark.parametrize("name", NAMES)

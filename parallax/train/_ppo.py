@@ -171,7 +171,8 @@ def eval_horizon(config: Config, env: Any) -> int:
 
 # -- network ------------------------------------------------------------------------------------------
 class ActionHead:
-    """How network outputs become actions: categorical (Discrete) or Gaussian (Box).
+    """How network outputs become actions: categorical (Discrete), one categorical per
+    element (1-D MultiDiscrete: the log-probabilities and entropies add up) or Gaussian (Box).
 
     Box actions are sampled in a canonical unit `u` and mapped affinely onto the bounds
     (`center + half_width * u`); `ClipAction` clips what falls outside.
@@ -179,8 +180,13 @@ class ActionHead:
 
     def __init__(self, space: Any, init_log_std: float) -> None:
         self.discrete = isinstance(space, spaces.Discrete)
+        # a 1-D MultiDiscrete is one categorical per element, its logits side by side
+        self.nvec: tuple[int, ...] = ()
         if self.discrete:
             self.size = int(space.n)
+        elif isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
+            self.nvec = tuple(int(n) for n in space.nvec)
+            self.size = sum(self.nvec)
         elif isinstance(space, spaces.Box) and len(space.shape) == 1:
             self.size = int(space.shape[0])
             low, high = space.low, space.high
@@ -189,34 +195,56 @@ class ActionHead:
             self.center = ((safe_low + safe_high) / 2).astype(np.float32)
             self.half = ((safe_high - safe_low) / 2).astype(np.float32)
         else:
-            raise TypeError(f"PPO supports Discrete or 1-D Box actions, got {space!r}")
+            raise TypeError(
+                f"PPO supports Discrete, 1-D MultiDiscrete or 1-D Box actions, got {space!r}"
+            )
         self.init_log_std = init_log_std
 
+    def _split(self, out: jax.Array) -> list[jax.Array]:
+        """The logits of each element of a MultiDiscrete action."""
+        bounds = np.cumsum(self.nvec)[:-1].tolist()
+        return jnp.split(out, bounds, axis=-1)
+
     def to_action(self, u: jax.Array) -> jax.Array:
-        if self.discrete:
+        if self.discrete or self.nvec:
             return u.astype(jnp.int32)
         return _row(jnp.asarray(self.center), u) + _row(jnp.asarray(self.half), u) * u
 
     def sample(self, key: jax.Array, out: jax.Array, log_std: jax.Array) -> jax.Array:
         if self.discrete:
             return jax.random.categorical(key, out)
+        if self.nvec:
+            keys = jax.random.split(key, len(self.nvec))
+            parts = self._split(out)
+            return jnp.stack([jax.random.categorical(k, p) for k, p in zip(keys, parts)], -1)
         noise = jax.random.normal(key, out.shape, out.dtype)
         return out + _row(jnp.exp(log_std), out) * noise
 
     def mode(self, out: jax.Array) -> jax.Array:
+        if self.nvec:
+            return jnp.stack([jnp.argmax(p, axis=-1) for p in self._split(out)], -1)
         return jnp.argmax(out, axis=-1) if self.discrete else out
 
     def log_prob(self, out: jax.Array, log_std: jax.Array, u: jax.Array) -> jax.Array:
         if self.discrete:
             logp = jax.nn.log_softmax(out)
             return jnp.take_along_axis(logp, u[..., None].astype(jnp.int32), -1)[..., 0]
+        if self.nvec:
+            index = u.astype(jnp.int32)
+            per_element = [
+                jnp.take_along_axis(jax.nn.log_softmax(p), index[..., i, None], -1)[..., 0]
+                for i, p in enumerate(self._split(out))
+            ]
+            return jnp.sum(jnp.stack(per_element, -1), axis=-1)
         z = (u - out) / _row(jnp.exp(log_std), out)
         return jnp.sum(-0.5 * z**2 - _row(log_std, out) - 0.5 * math.log(2 * math.pi), axis=-1)
 
     def entropy(self, out: jax.Array, log_std: jax.Array) -> jax.Array:
-        if self.discrete:
-            logp = jax.nn.log_softmax(out)
-            return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+        if self.discrete or self.nvec:
+            parts = self._split(out) if self.nvec else [out]
+            logps = [jax.nn.log_softmax(p) for p in parts]
+            per_element = [-jnp.sum(jnp.exp(logp) * logp, axis=-1) for logp in logps]
+            return jnp.sum(jnp.stack(per_element, -1), axis=-1)
         total = jnp.sum(log_std + 0.5 * math.log(2 * math.pi * math.e))
         return jnp.broadcast_to(total, out.shape[:-1])
 
