@@ -36,6 +36,7 @@ __all__ = [
     "log_trades",
     "new_account",
     "ordered_trades",
+    "quote",
 ]
 
 AGENT: int = 0
@@ -198,19 +199,24 @@ def book_mid2(book: Book, mid_price: int) -> jax.Array:
     return jnp.where(has_bid & has_ask, bid + ask, 2 * reference)
 
 
-def _quote(
+def quote(
     book: Book,
-    account: Account,
+    owner: Any,
     side: int,
     level: jax.Array,
     current: jax.Array,
     order_size: int,
     mid_price: int,
-) -> tuple[Book, Account, jax.Array, Fills]:
-    """sekai's `_quote`: keep, move, place or cancel the quote on `side` at `level`.
+) -> tuple[Book, jax.Array, Fills]:
+    """sekai's `_quote` for trader `owner`: keep, move, place or cancel its quote on `side`.
 
-    Returns the book, the account (fills booked), the quote's new id (0: none) and the fills
-    of a newly placed quote (count 0 otherwise).
+    The level is measured from the best price of every other order on the side (other
+    traders' included); with none, one tick inside the opposite best (unless the own quote
+    sits at that price), else the last trade price (or the initial mid). Level 0 cancels.
+
+    Returns:
+        `(book, the quote's new id (0: none), the fills of a newly placed quote)`; a kept
+        or cancelled quote has no fills (count 0).
     """
     row = 0 if side == BID else 1
     valid, price = book.valid[row], book.price[row]
@@ -231,8 +237,6 @@ def _quote(
         best_all = jnp.min(jnp.where(valid, price, _INT32_MAX))
         opposite = jnp.max(jnp.where(opp_valid, book.price[0], 0))
         inside = opposite + 1
-    # sekai's reference: the others' best; else one tick inside the opposite best (unless the
-    # own quote sits at that price); else the last trade price (or the initial mid)
     use_opposite = opp_present & (~resting | (resting_price != opposite))
     reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
     best = jnp.where(has_other, best_other, jnp.where(use_opposite, inside, reference))
@@ -243,12 +247,24 @@ def _quote(
         & ((resting_price == target) | ((level == 1) & (resting_price == best_all)))
     )
     book, _ = cancel(book, jnp.where(resting & ~keep, current, 0))
-    place = (level > 0) & ~keep
-    size = jnp.where(place, order_size, 0)  # size 0: rejected, nothing changes
-    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, AGENT)
-    account = _book_fills(account, fills)
+    size = jnp.where((level > 0) & ~keep, order_size, 0)  # size 0: rejected, no change
+    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, owner)
     new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
-    return book, account, new_id, fills
+    return book, new_id, fills
+
+
+def _quote(
+    book: Book,
+    account: Account,
+    side: int,
+    level: jax.Array,
+    current: jax.Array,
+    order_size: int,
+    mid_price: int,
+) -> tuple[Book, Account, jax.Array, Fills]:
+    """The agent's `quote`, its fills booked to `account`."""
+    book, new_id, fills = quote(book, AGENT, side, level, current, order_size, mid_price)
+    return book, _book_fills(account, fills), new_id, fills
 
 
 def apply_decision(

@@ -43,7 +43,7 @@ from ._decision import (
     new_account,
 )
 from ._flow import FLOW_SLOTS, FlowParams, default_max_events, run_flow, warm_up
-from ._obs import observe
+from ._obs import observation_space, observe
 
 __all__ = [
     "LimitOrderBookEnv",
@@ -105,7 +105,110 @@ def _static_int(name: str, value: Any) -> int:
     return int(value)
 
 
-class LimitOrderBookEnv(FinanceEnv):
+class BookSettings:
+    """The settings both limit order book envs share, validated in sekai's order.
+
+    `_init_book_settings` checks them (naming the parameter, the value and the allowed
+    range) and sets them as attributes; each env checks its own settings before.
+    """
+
+    params: LimitOrderBookParams
+    mid_price: int
+    session_length: float
+    levels: int
+    max_quote_offset: int
+    order_size: int
+    max_inventory: int
+    max_trades: int
+    warmup: float
+    capacity: int
+    max_events: int
+    warmup_max_events: int
+
+    def _init_book_settings(
+        self,
+        *,
+        flow: FlowParams | None,
+        mid_price: int,
+        session_length: float,
+        levels: int,
+        max_quote_offset: int,
+        order_size: int,
+        max_inventory: int,
+        inventory_penalty: float,
+        max_trades: int,
+        warmup: float,
+        capacity: int,
+        max_events: int | None,
+        min_capacity: int,
+        capacity_rule: str,
+        flow_interval: float,
+        interval_within_session: bool = False,
+    ) -> None:
+        """Validate and set the shared settings.
+
+        `capacity` must be at least `min_capacity` (`capacity_rule` says why, in the error);
+        `max_events` defaults to what the flow needs for an interval of `flow_interval` (at
+        most the session's length if `interval_within_session`).
+        """
+        ints = {
+            name: _static_int(name, value)
+            for name, value in (
+                ("mid_price", mid_price),
+                ("levels", levels),
+                ("max_quote_offset", max_quote_offset),
+                ("order_size", order_size),
+                ("max_inventory", max_inventory),
+                ("max_trades", max_trades),
+                ("capacity", capacity),
+            )
+        }
+        room = 2 * (ints["max_quote_offset"] + ints["levels"])
+        if ints["mid_price"] < room:
+            raise ValueError(
+                "mid_price must leave room for the quotes: mid_price >= 2 * (max_quote_offset "
+                f"+ levels) = {room}, got {mid_price!r}"
+            )
+        for name in ("levels", "max_quote_offset", "order_size", "max_inventory", "max_trades"):
+            if ints[name] < 1:
+                raise ValueError(f"{name} must be >= 1, got {ints[name]}")
+        length = finite_number("session_length", session_length, ">0")
+        penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
+        warm = finite_number("warmup", warmup, ">=0")
+        if ints["capacity"] < min_capacity:
+            raise ValueError(f"capacity must be >= {capacity_rule}, got {capacity!r}")
+        if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
+            raise ValueError(
+                "mid_price must be <= 2**29 and order_size * max_inventory <= 2**24 (int32 "
+                f"ticks), got mid_price={mid_price!r}, order_size={order_size!r}, "
+                f"max_inventory={max_inventory!r}"
+            )
+        if flow is None:
+            flow = FlowParams()
+        if not isinstance(flow, FlowParams):
+            raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
+        if max_events is None:
+            longest = min(flow_interval, length) if interval_within_session else flow_interval
+            events = default_max_events(flow, longest, ints["capacity"])
+        else:
+            events = _static_int("max_events", max_events)
+            if events < 1:
+                raise ValueError(f"max_events must be >= 1, got {events}")
+        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
+        self.mid_price = ints["mid_price"]
+        self.session_length = length
+        self.levels = ints["levels"]
+        self.max_quote_offset = ints["max_quote_offset"]
+        self.order_size = ints["order_size"]
+        self.max_inventory = ints["max_inventory"]
+        self.max_trades = ints["max_trades"]
+        self.warmup = warm
+        self.capacity = ints["capacity"]
+        self.max_events = events
+        self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
+
+
+class LimitOrderBookEnv(BookSettings, FinanceEnv):
     """Make markets or trade in a simulated limit order book, against background order flow.
 
     sekai 0.2.0's `LimitOrderBook-v0` on the array book (`parallax.finance._lob`). Every
@@ -217,63 +320,25 @@ class LimitOrderBookEnv(FinanceEnv):
     ) -> None:
         # sekai's order: decision_interval, then the core's checks
         interval = finite_number("decision_interval", decision_interval, ">0")
-        ints = {
-            name: _static_int(name, value)
-            for name, value in (
-                ("mid_price", mid_price),
-                ("levels", levels),
-                ("max_quote_offset", max_quote_offset),
-                ("order_size", order_size),
-                ("max_inventory", max_inventory),
-                ("max_trades", max_trades),
-                ("capacity", capacity),
-            )
-        }
-        room = 2 * (ints["max_quote_offset"] + ints["levels"])
-        if ints["mid_price"] < room:
-            raise ValueError(
-                "mid_price must leave room for the quotes: mid_price >= 2 * (max_quote_offset "
-                f"+ levels) = {room}, got {mid_price!r}"
-            )
-        for name in ("levels", "max_quote_offset", "order_size", "max_inventory"):
-            if ints[name] < 1:
-                raise ValueError(f"{name} must be >= 1, got {ints[name]}")
-        if ints["max_trades"] < 1:
-            raise ValueError(f"max_trades must be >= 1, got {ints['max_trades']}")
-        length = finite_number("session_length", session_length, ">0")
-        penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
-        warm = finite_number("warmup", warmup, ">=0")
-        if ints["capacity"] < 2:
-            raise ValueError(f"capacity must be >= 2, got {ints['capacity']}")
-        if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
-            raise ValueError(
-                "mid_price must be <= 2**29 and order_size * max_inventory <= 2**24 (int32 "
-                f"ticks), got mid_price={mid_price!r}, order_size={order_size!r}, "
-                f"max_inventory={max_inventory!r}"
-            )
-        if flow is None:
-            flow = FlowParams()
-        if not isinstance(flow, FlowParams):
-            raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
-        if max_events is None:
-            events = default_max_events(flow, interval, ints["capacity"])
-        else:
-            events = _static_int("max_events", max_events)
-            if events < 1:
-                raise ValueError(f"max_events must be >= 1, got {events}")
-        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
-        self.mid_price = ints["mid_price"]
-        self.session_length = length
+        self._init_book_settings(
+            flow=flow,
+            mid_price=mid_price,
+            session_length=session_length,
+            levels=levels,
+            max_quote_offset=max_quote_offset,
+            order_size=order_size,
+            max_inventory=max_inventory,
+            inventory_penalty=inventory_penalty,
+            max_trades=max_trades,
+            warmup=warmup,
+            capacity=capacity,
+            max_events=max_events,
+            min_capacity=2,
+            capacity_rule="2",
+            flow_interval=interval,
+        )
         self.decision_interval = interval
-        self.levels = ints["levels"]
-        self.max_quote_offset = ints["max_quote_offset"]
-        self.order_size = ints["order_size"]
-        self.max_inventory = ints["max_inventory"]
-        self.max_trades = ints["max_trades"]
-        self.warmup = warm
-        self.capacity = ints["capacity"]
-        self.max_events = events
-        self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
+        length, warm = self.session_length, self.warmup
         self.n_steps = int(np.ceil(length / interval - 1e-9))
         # sekai's dt: the whole interval, except a last step shorter by more than 1e-9.
         full = Fraction(interval) * (1 - Fraction(1, 10**9))
@@ -289,16 +354,7 @@ class LimitOrderBookEnv(FinanceEnv):
         self._inventory_ratio = (np.arange(-limit, limit + 1) / limit).astype(np.float32)
         k = self.max_quote_offset + 1
         self.action_space = spaces.MultiDiscrete(np.array([k, k, 3]))
-        self.observation_space = spaces.PyTreeSpace(
-            {
-                "book": spaces.Box(-np.inf, np.inf, (self.levels, 4), jnp.float32),
-                "trades": {
-                    "values": spaces.Box(-np.inf, np.inf, (self.max_trades, 3), jnp.float32),
-                    "mask": spaces.MultiBinary(self.max_trades),
-                },
-                "agent": spaces.Box(-np.inf, np.inf, (6,), jnp.float32),
-            }
-        )
+        self.observation_space = observation_space(self.levels, self.max_trades)
         self._built = True
 
     # -- parameters ------------------------------------------------------------------------

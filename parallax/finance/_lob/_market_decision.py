@@ -18,14 +18,12 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from ._book import ASK, BID, Book, Fills, add_limit, cancel, market_order
-from ._decision import Account, TradeLog, log_trades
+from ._book import ASK, BID, Book, Fills, cancel, market_order
+from ._decision import Account, TradeLog, log_trades, quote
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
 SELL, HOLD, BUY = 0, 1, 2
 
 
@@ -78,59 +76,6 @@ def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Acco
     as_maker = jnp.sum(maker & ~taker[:, None], axis=1, dtype=jnp.int32)
     counts = counts + jnp.where(taker, fills.count, 0) + as_maker
     return accounts, counts
-
-
-def _quote(
-    book: Book,
-    owner: jax.Array,
-    side: int,
-    level: jax.Array,
-    current: jax.Array,
-    order_size: int,
-    mid_price: int,
-) -> tuple[Book, jax.Array, Fills]:
-    """sekai's `_quote` for trader `owner`: keep, move, place or cancel its quote on `side`.
-
-    The level is measured from the best price of every other order on the side (the other
-    traders' included); with none, one tick inside the opposite best (unless the own quote
-    sits at that price), else the last trade price (or the initial mid).
-
-    Returns:
-        `(book, new quote id (0: none), fills of a newly placed quote)`.
-    """
-    row = 0 if side == BID else 1
-    valid, price = book.valid[row], book.price[row]
-    mine = valid & (book.seq[row] == current) & (current > 0)
-    resting = jnp.any(mine)
-    resting_price = jnp.sum(jnp.where(mine, price, 0), dtype=jnp.int32)
-    others = valid & ~mine
-    has_other = jnp.any(others)
-    opp_valid = book.valid[1 - row]
-    opp_present = jnp.any(opp_valid)
-    if side == BID:
-        best_other = jnp.max(jnp.where(others, price, 0))
-        best_all = jnp.max(jnp.where(valid, price, 0))
-        opposite = jnp.min(jnp.where(opp_valid, book.price[1], _INT32_MAX))
-        inside = opposite - 1
-    else:
-        best_other = jnp.min(jnp.where(others, price, _INT32_MAX))
-        best_all = jnp.min(jnp.where(valid, price, _INT32_MAX))
-        opposite = jnp.max(jnp.where(opp_valid, book.price[0], 0))
-        inside = opposite + 1
-    use_opposite = opp_present & (~resting | (resting_price != opposite))
-    reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
-    best = jnp.where(has_other, best_other, jnp.where(use_opposite, inside, reference))
-    target = best - (level - 1) if side == BID else best + (level - 1)
-    keep = (
-        resting
-        & (level > 0)
-        & ((resting_price == target) | ((level == 1) & (resting_price == best_all)))
-    )
-    book, _ = cancel(book, jnp.where(resting & ~keep, current, 0))
-    size = jnp.where((level > 0) & ~keep, order_size, 0)  # size 0: rejected, no change
-    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, owner)
-    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
-    return book, new_id, fills
 
 
 def apply_trader_decision(
@@ -189,7 +134,7 @@ def apply_trader_decision(
     for quote_side, level in zip((BID, ASK), levels, strict=True):
         field = "bid_id" if quote_side == BID else "ask_id"
         current = getattr(accounts, field)[owner]
-        book, new_id, fills = _quote(book, owner, quote_side, level, current, q, mid_price)
+        book, new_id, fills = quote(book, owner, quote_side, level, current, q, mid_price)
         accounts = dataclasses.replace(
             accounts, **{field: getattr(accounts, field).at[owner].set(new_id)}
         )

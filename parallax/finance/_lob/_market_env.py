@@ -23,12 +23,13 @@ from ... import rng
 from ..._core import Agents, MARLState
 from .._common import float_dtype, opaque, resolve_params
 from .._validation import finite_array, finite_number
-from ._book import Book, depth_levels, queue_position
-from ._decision import Account, TradeLog, book_mid2, empty_log, log_flow_trades, ordered_trades
-from ._env import LimitOrderBookParams, _static_int
-from ._flow import FLOW_SLOTS, FlowParams, default_max_events, run_flow, warm_up
+from ._book import Book
+from ._decision import Account, TradeLog, book_mid2, empty_log, log_flow_trades
+from ._env import BookSettings, LimitOrderBookParams, _static_int
+from ._flow import FLOW_SLOTS, FlowParams, run_flow, warm_up
 from ._market_clock import divide, due, schedule
 from ._market_decision import apply_trader_decision, new_accounts
+from ._obs import agent_row, observation_space, shared_rows
 
 __all__ = ["MARKET_SLOTS", "LimitOrderBookMarketEnv", "LimitOrderBookMarketState"]
 
@@ -70,7 +71,7 @@ class LimitOrderBookMarketState:
     overflow: Array
 
 
-class LimitOrderBookMarketEnv:
+class LimitOrderBookMarketEnv(BookSettings):
     """Several RL traders in one limit order book, each deciding on its own clock.
 
     sekai 0.2.0's `LimitOrderBookMarket` on the array book. Trader `i` (slot `i`, owner id
@@ -158,78 +159,30 @@ class LimitOrderBookMarketEnv:
         jit_ = finite_number("jitter", jitter)
         if not 0.0 <= jit_ < 1.0:
             raise ValueError(f"jitter must be in [0, 1), got {jitter!r}")
-        ints = {
-            name: _static_int(name, value)
-            for name, value in (
-                ("mid_price", mid_price),
-                ("levels", levels),
-                ("max_quote_offset", max_quote_offset),
-                ("order_size", order_size),
-                ("max_inventory", max_inventory),
-                ("max_trades", max_trades),
-                ("capacity", capacity),
-            )
-        }
-        room = 2 * (ints["max_quote_offset"] + ints["levels"])
-        if ints["mid_price"] < room:
-            raise ValueError(
-                "mid_price must leave room for the quotes: mid_price >= 2 * (max_quote_offset "
-                f"+ levels) = {room}, got {mid_price!r}"
-            )
-        for name in ("levels", "max_quote_offset", "order_size", "max_inventory", "max_trades"):
-            if ints[name] < 1:
-                raise ValueError(f"{name} must be >= 1, got {ints[name]}")
-        length = finite_number("session_length", session_length, ">0")
-        penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
-        warm = finite_number("warmup", warmup, ">=0")
-        if ints["capacity"] < 2 + 2 * agents:
-            raise ValueError(
-                f"capacity must be >= 2 + 2 * n_agents = {2 + 2 * agents}, got {capacity!r}"
-            )
-        if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
-            raise ValueError(
-                "mid_price must be <= 2**29 and order_size * max_inventory <= 2**24 (int32 "
-                f"ticks), got mid_price={mid_price!r}, order_size={order_size!r}, "
-                f"max_inventory={max_inventory!r}"
-            )
-        if flow is None:
-            flow = FlowParams()
-        if not isinstance(flow, FlowParams):
-            raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
+        self._init_book_settings(
+            flow=flow,
+            mid_price=mid_price,
+            session_length=session_length,
+            levels=levels,
+            max_quote_offset=max_quote_offset,
+            order_size=order_size,
+            max_inventory=max_inventory,
+            inventory_penalty=inventory_penalty,
+            max_trades=max_trades,
+            warmup=warmup,
+            capacity=capacity,
+            max_events=max_events,
+            min_capacity=2 + 2 * agents,
+            capacity_rule=f"2 + 2 * n_agents = {2 + 2 * agents}",
+            flow_interval=float(np.max(intervals)) * (1.0 + jit_),
+            interval_within_session=True,
+        )
         self.num_agents = agents
         self.decision_intervals = tuple(float(x) for x in np.broadcast_to(intervals, (agents,)))
         self.jitter = jit_
-        longest = max(self.decision_intervals) * (1.0 + jit_)
-        if max_events is None:
-            events = default_max_events(flow, min(longest, length), ints["capacity"])
-        else:
-            events = _static_int("max_events", max_events)
-            if events < 1:
-                raise ValueError(f"max_events must be >= 1, got {events}")
-        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
-        self.mid_price = ints["mid_price"]
-        self.session_length = length
-        self.levels = ints["levels"]
-        self.max_quote_offset = ints["max_quote_offset"]
-        self.order_size = ints["order_size"]
-        self.max_inventory = ints["max_inventory"]
-        self.max_trades = ints["max_trades"]
-        self.warmup = warm
-        self.capacity = ints["capacity"]
-        self.max_events = events
-        self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
         k = self.max_quote_offset + 1
         per_agent_action = spaces.MultiDiscrete(np.array([k, k, 3]))
-        per_agent_observation = spaces.PyTreeSpace(
-            {
-                "book": spaces.Box(-np.inf, np.inf, (self.levels, 4), jnp.float32),
-                "trades": {
-                    "values": spaces.Box(-np.inf, np.inf, (self.max_trades, 3), jnp.float32),
-                    "mask": spaces.MultiBinary(self.max_trades),
-                },
-                "agent": spaces.Box(-np.inf, np.inf, (6,), jnp.float32),
-            }
-        )
+        per_agent_observation = observation_space(self.levels, self.max_trades)
         self.action_space = spaces.stack_space(per_agent_action, agents)
         self.observation_space = spaces.stack_space(per_agent_observation, agents)
 
@@ -429,44 +382,15 @@ class LimitOrderBookMarketEnv:
         """Every trader's observation (`(A, ...)` leaves), before masking."""
         book, accounts = env_state.book, env_state.accounts
         n = self.num_agents
-        mid = book_mid2(book, self.mid_price).astype(fdt) / 2
-        bp, bs, ap, asz = depth_levels(book, self.levels)
-        rows = jnp.stack(
-            [
-                jnp.where(bs > 0, bp.astype(fdt) - mid, 0.0),
-                bs.astype(fdt),
-                jnp.where(asz > 0, ap.astype(fdt) - mid, 0.0),
-                asz.astype(fdt),
-            ],
-            axis=1,
-        ).astype(jnp.float32)
-        price, size, side, present = ordered_trades(env_state.trades)
-        values = jnp.stack(
-            [
-                jnp.where(present, price.astype(fdt) - mid, 0.0),
-                size.astype(fdt),
-                side.astype(fdt),
-            ],
-            axis=1,
-        ).astype(jnp.float32)
+        rows, values, present = shared_rows(
+            book, env_state.trades, mid_price=self.mid_price, levels=self.levels, fdt=fdt
+        )
         live = elapsed >= 0
         left = jnp.maximum(1.0 - divide(elapsed, self.session_length, live), 0.0)
 
         def own(account: Account) -> Array:
-            bid_ahead, bid_found = queue_position(book, account.bid_id)
-            ask_ahead, ask_found = queue_position(book, account.ask_id)
-            bid_found = bid_found & (account.bid_id > 0)
-            ask_found = ask_found & (account.ask_id > 0)
-            return jnp.stack(
-                [
-                    divide(account.inventory.astype(fdt), self.max_inventory, live),
-                    left,
-                    bid_found.astype(fdt),
-                    ask_found.astype(fdt),
-                    jnp.where(bid_found, bid_ahead, 0).astype(fdt),
-                    jnp.where(ask_found, ask_ahead, 0).astype(fdt),
-                ]
-            ).astype(jnp.float32)
+            ratio = divide(account.inventory.astype(fdt), self.max_inventory, live)
+            return agent_row(book, account, ratio, left, fdt)
 
         return {
             "book": jnp.broadcast_to(rows, (n, *rows.shape)),
