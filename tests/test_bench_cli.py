@@ -127,6 +127,12 @@ def test_compare_sekai_on_a_finance_env(capsys):
     assert r["episodes_ended"] > 0 and r["competitor_episodes_ended"] > 0
 
 
+# the LOB's programs take long to compile: these tests and test_benchmarks' lob_speed test
+# build the same env at the same sizes, in one worker, so all but the first load them
+LOB_GROUP = pytest.mark.xdist_group("lob_bench")
+
+
+@LOB_GROUP
 def test_compare_sekai_on_the_limit_order_book_counts_the_flow_events(capsys):
     # sekai has no native vector env for it: 1 of our 2 envs is timed in its Python loop.
     # Sessions of 2 steps, so resets (and their warm-ups) happen inside the timed calls.
@@ -164,11 +170,14 @@ def test_compare_sekai_on_the_limit_order_book_counts_the_flow_events(capsys):
     assert "flow events/s" in table and "per env step" in table
 
 
+@LOB_GROUP
 def test_flow_event_counter_reads_the_events_of_the_steps_flow():
     from parallax.finance._lob import FlowParams, run_flow
 
     competitors = _bench_timing.load_competitors("sekai")
-    env = parallax.make("LimitOrderBook-v0", session_length=2.0, warmup=1.0, capacity=32)
+    env = parallax.make(
+        "LimitOrderBook-v0", session_length=2.0, warmup=1.0, levels=2, max_trades=2, capacity=32
+    )
     counted = competitors.FlowEventCounter(env)
     state = counted.reset(key=jax.random.key(3))
     step = counted.step(state, jnp.array([0, 0, 1]))  # no quote, no market order
