@@ -399,3 +399,38 @@ def test_docstring_examples_run() -> None:
 
     result = doctest.testmod(_book, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_sort_free_priority_and_nth_smallest_match_numpy(x64: bool) -> None:
+    from parallax.finance._lob._book import _nth_smallest, _priority_ahead
+
+    rng = np.random.default_rng(19)
+    n_books, capacity = 24, 16
+    # few distinct keys (many price ties), unique ids from the whole int32 range
+    key = rng.integers(-4, 4, (n_books, capacity)).astype(np.int32)
+    key[0] = 2**31 - 1  # every key equal, the largest price
+    seq = np.stack([rng.choice(2**31 - 1, capacity, replace=False) for _ in range(n_books)])
+    seq = seq.astype(np.int32)
+    size = rng.integers(1, 10, (n_books, capacity)).astype(np.int32)
+    eligible = rng.random((n_books, capacity)) < 0.7
+    eligible[1] = True
+    rank, ahead = jax.jit(jax.vmap(_priority_ahead))(key, seq, size, eligible)
+    assert rank.dtype == ahead.dtype == jnp.int32
+    n = rng.integers(0, capacity, n_books).astype(np.int32)
+    nth = jax.jit(jax.vmap(_nth_smallest))(seq, eligible, n)
+    assert nth.dtype == jnp.int32
+    for b in range(n_books):
+        slots = np.flatnonzero(eligible[b])
+        order = slots[np.lexsort((seq[b, slots], key[b, slots]))]
+        before = np.cumsum(size[b, order]) - size[b, order]
+        np.testing.assert_array_equal(np.asarray(rank[b])[order], np.arange(len(order)))
+        np.testing.assert_array_equal(np.asarray(ahead[b])[order], before)
+        if len(slots) > n[b]:
+            assert int(nth[b]) == int(np.sort(seq[b, slots])[n[b]])
+    # every rank of one book, including the largest id
+    values = np.array([5, 2**31 - 1, 0, 7, 3, 2**30], np.int32)
+    mask = np.array([True, True, True, False, True, True])
+    got = jax.jit(jax.vmap(_nth_smallest, in_axes=(None, None, 0)))(
+        values, mask, np.arange(5, dtype=np.int32)
+    )
+    assert got.tolist() == [0, 3, 5, 2**30, 2**31 - 1]

@@ -9,10 +9,13 @@
 - `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
 
-Every function is pure and jit/vmap-able; none jits itself. Matching sorts the opposite side
-by its (price, arrival) keys and fills the sorted sizes by a cumulative sum, so its cost is
-one sort of `capacity` slots per order, whatever the number of fills. The behaviour is that
-of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it event by event).
+Every function is pure and jit/vmap-able; none jits itself. Matching does not sort: one
+pairwise comparison of the opposite side's slots by their (price, arrival) keys gives each
+crossing order its priority rank and the quantity ahead of it (`_priority_ahead`), each
+takes `clip(quantity - ahead, 0, size)`, and the executions are written at their ranks, so
+an order costs one `capacity x capacity` comparison whatever the number of fills (on the
+CPU, several times cheaper than the sort it replaced, with the same results). The behaviour
+is that of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it event by event).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ BACKGROUND: int = -1
 """Owner id of background flow, as sekai's `BACKGROUND`."""
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_SEARCH_BITS = 4  # bits of `_nth_smallest`'s answer found per step
 
 
 @jax.tree_util.register_dataclass
@@ -183,6 +187,69 @@ def _row(side: jax.Array) -> jax.Array:
     return (side < 0).astype(jnp.int32)
 
 
+def _priority_ahead(
+    key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Each eligible order's place in (key, seq) order among the eligible, without sorting.
+
+    Args:
+        key: int32 `(C,)`, the primary key (smaller first): the price, negated for bids.
+        seq: int32 `(C,)`, the tie-break (smaller first); unique among eligible slots.
+        size: int32 `(C,)`, the orders' sizes.
+        eligible: bool `(C,)`, which slots take part.
+
+    Returns:
+        `(rank, ahead)`, int32 `(C,)` each: for slot `s`, the number of eligible orders
+        before it and the sum of their sizes (what a sort by `(key, seq)` followed by an
+        exclusive cumulative sum of the sizes gives). Meaningful for eligible slots only.
+    """
+    k_s, k_t = key[:, None], key[None, :]
+    before = eligible[None, :] & ((k_t < k_s) | ((k_t == k_s) & (seq[None, :] < seq[:, None])))
+    ones = before.astype(jnp.int32)
+    # One two-output reduction: on the CPU it costs about what one sum does, and a
+    # quarter of two separate sums (or of the sort it replaces).
+    rank, ahead = lax.reduce(
+        (ones, ones * size[None, :].astype(jnp.int32)),
+        (jnp.int32(0), jnp.int32(0)),
+        lambda x, y: (x[0] + y[0], x[1] + y[1]),
+        (1,),
+    )
+    return rank, ahead
+
+
+def _nth_smallest(values: jax.Array, mask: jax.Array, n: jax.Array) -> jax.Array:
+    """The `n`-th smallest (0-based) of the non-negative int32 `values` where `mask`, unsorted.
+
+    A search from the top bit: the answer is the largest `v` with at most `n` masked values
+    below it, found `_SEARCH_BITS` bits a step (8 steps for 31 bits, each counting the masked
+    values below 15 candidates at once), in place of a sort. With distinct masked values and
+    `0 <= n < sum(mask)` it is the value of rank `n`; otherwise it is meaningless.
+
+    Args:
+        values: int32 `(M,)`, >= 0 where `mask`.
+        mask: bool `(M,)`.
+        n: int32 `()`.
+
+    Returns:
+        int32 `()`.
+    """
+    values = values.astype(jnp.int32)
+    n = jnp.asarray(n, jnp.int32)
+    found = jnp.int32(0)
+    top = 31
+    while top > 0:
+        low = max(top - _SEARCH_BITS, 0)
+        digits = jnp.arange(1, 1 << (top - low), dtype=jnp.int32)
+        candidates = found | (digits << low)
+        below = jnp.sum(
+            mask[None, :] & (values[None, :] < candidates[:, None]), axis=1, dtype=jnp.int32
+        )
+        # `below` grows with the digit, so the largest digit that keeps it <= n is a count.
+        found = found | (jnp.sum(below <= n, dtype=jnp.int32) << low)
+        top = low
+    return found
+
+
 def _submit(
     book: Book,
     side: Any,
@@ -217,20 +284,30 @@ def _submit(
     # Price-time priority: best price first (lowest ask, highest bid), then earliest id.
     crosses = jnp.where(is_bid, opp_price <= limit, opp_price >= limit)
     eligible = opp_valid & crosses & accepted
-    key = jnp.where(eligible, jnp.where(is_bid, opp_price, -opp_price), _INT32_MAX)
-    slots = jnp.arange(capacity, dtype=jnp.int32)
-    order = lax.sort((key, opp_seq, slots), num_keys=2)[2]
-    queue = jnp.where(eligible[order], opp_size[order], 0)
-    ahead = jnp.cumsum(queue, dtype=jnp.int32) - queue
+    # Each eligible maker's rank in that order and the quantity resting ahead of it, by
+    # pairwise comparison instead of a sort (ids are unique, so the order is total).
+    key = jnp.where(is_bid, opp_price, -opp_price)
+    rank, ahead = _priority_ahead(key, opp_seq, opp_size, eligible)
+    queue = jnp.where(eligible, opp_size, 0)
     quantity = jnp.where(accepted, size, 0)
     traded = jnp.clip(quantity - ahead, 0, queue)
     filled = jnp.sum(traded, dtype=jnp.int32)
     remaining = quantity - filled
-    count = jnp.sum(traded > 0, dtype=jnp.int32)
+    is_fill = traded > 0
+    count = jnp.sum(is_fill, dtype=jnp.int32)
 
-    traded_by_slot = jnp.zeros(capacity, jnp.int32).at[order].set(traded)
-    new_opp_size = opp_size - traded_by_slot
+    new_opp_size = opp_size - traded
     new_opp_valid = opp_valid & (new_opp_size > 0)
+    # The fills in matching order: the filled makers are the first `count` in priority, so
+    # their ranks are 0..count-1 and each lands at its rank; the other entries stay 0.
+    at = jnp.where(is_fill, rank, capacity)
+    executions = (
+        jnp.zeros((4, capacity), jnp.int32)
+        .at[:, at]
+        .set(jnp.stack([opp_price, traded, opp_seq, opp_owner]), mode="drop")
+    )
+    fill_price, fill_size, fill_maker, fill_owner = executions
+    slots = jnp.arange(capacity, dtype=jnp.int32)
 
     # Rest a limit remainder in the first free slot of its side, or flag the overflow.
     own_valid = book.valid[own]
@@ -247,7 +324,7 @@ def _submit(
         return field.at[opp].set(opp_row).at[own].set(new_own)
 
     valid = update(book.valid, new_opp_valid, jnp.asarray(True))
-    last_fill_price = opp_price[order][jnp.maximum(count - 1, 0)]
+    last_fill_price = fill_price[jnp.maximum(count - 1, 0)]
     new_book = Book(
         price=jnp.where(valid, update(book.price, opp_price, limit), 0),
         size=jnp.where(valid, update(book.size, new_opp_size, remaining), 0),
@@ -258,12 +335,11 @@ def _submit(
         last_price=jnp.where(count > 0, last_fill_price, book.last_price),
         overflow=book.overflow | overflowed,
     )
-    is_fill = traded > 0
     fills = Fills(
-        price=jnp.where(is_fill, opp_price[order], 0),
-        size=traded,
-        maker_id=jnp.where(is_fill, opp_seq[order], 0),
-        maker_owner=jnp.where(is_fill, opp_owner[order], 0),
+        price=fill_price,
+        size=fill_size,
+        maker_id=fill_maker,
+        maker_owner=fill_owner,
         count=count,
         taker_id=taker_id,
         taker_owner=owner,

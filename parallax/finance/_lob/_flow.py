@@ -30,7 +30,7 @@ from jax import lax
 
 from ... import rng
 from .._models._base import _poisson
-from ._book import ASK, BACKGROUND, BID, Book, add_limit, empty_book
+from ._book import ASK, BACKGROUND, BID, Book, _nth_smallest, add_limit, empty_book
 
 __all__ = [
     "FLOW_SLOTS",
@@ -478,12 +478,9 @@ def run_flow(
             n_cancel.astype(jnp.uint32),
             jnp.maximum(n_background, 1),
         )
-        key = jnp.where(is_background, book.seq, _INT32_MAX).reshape(-1)
-        chosen = lax.sort((key, jnp.arange(2 * capacity, dtype=jnp.int32)), num_keys=1)[1]
-        target = chosen[jnp.minimum(index, 2 * capacity - 1)]
-        remove = is_cancel & (
-            jnp.arange(2 * capacity, dtype=jnp.int32).reshape(2, capacity) == target
-        )
+        # Its id is the index-th smallest background id, found without sorting.
+        target = _nth_smallest(book.seq.reshape(-1), is_background.reshape(-1), index)
+        remove = is_cancel & is_background & (book.seq == target)
         valid = jnp.where(is_cancel, book.valid & ~remove, after.valid)
         new_book = dataclasses.replace(
             after,
