@@ -70,6 +70,20 @@ BOUNDS_FLOW = FlowParams(cancel_rate=1.0)
 PLANTED = {"cancel_rate": 0.65}  # ours only, against sekai's default flow
 
 
+def _step_row(state: Any, new: Any, book: jax.Array) -> tuple[jax.Array, ...]:
+    """What one step records: spread, depth of the observed `book` rows, mid, trades (the
+    advance of the trade log's head), the agent's fills and the overflow flag."""
+    head = new.env_state.trades.head - state.env_state.trades.head
+    return (
+        new.info["spread"],
+        jnp.sum(book[:, 1]) + jnp.sum(book[:, 3]),
+        new.info["mid_price"],
+        jnp.remainder(head, MAX_TRADES),
+        new.info["fills"],
+        new.info["overflow"],
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class CountingFlow(lob.ZeroIntelligenceFlow):  # type: ignore[misc,name-defined]
     """sekai's flow, recording how many trades each `advance` made (warm-up first)."""
@@ -161,17 +175,7 @@ def single() -> Any:
 
             def step(state: Any, _: None) -> tuple[Any, tuple[jax.Array, ...]]:
                 new = env.step(state, action, params)
-                book = new.observation["book"]
-                head = new.env_state.trades.head - state.env_state.trades.head
-                row = (
-                    new.info["spread"],
-                    jnp.sum(book[:, 1]) + jnp.sum(book[:, 3]),
-                    new.info["mid_price"],
-                    jnp.remainder(head, MAX_TRADES),
-                    new.info["fills"],
-                    new.info["overflow"],
-                )
-                return new, row
+                return new, _step_row(state, new, new.observation["book"])
 
             last, rows = jax.lax.scan(step, state, None, length=env.n_steps)
             return state.info["mid_price"], rows, last.termination
@@ -282,17 +286,8 @@ def ours_market(seed: int) -> np.ndarray:
             new = env.step(state, action, params)
             first_active = jnp.argmax(new.agents.active)
             book = new.agents.observation["book"][first_active]  # inactive slots are zeros
-            head = new.env_state.trades.head - state.env_state.trades.head
-            row = (
-                ~state.termination,  # a step of the session, not one after its end
-                new.info["spread"],
-                jnp.sum(book[:, 1]) + jnp.sum(book[:, 3]),
-                new.info["mid_price"],
-                jnp.remainder(head, MAX_TRADES),
-                new.info["fills"],
-                new.info["overflow"],
-            )
-            return new, row
+            # a step of the session, not one after its end, then the step's statistics
+            return new, (~state.termination, *_step_row(state, new, book))
 
         last, rows = jax.lax.scan(step, state, None, length=MARKET_STEPS)
         return state.info["mid_price"], rows, last.termination
