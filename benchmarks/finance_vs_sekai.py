@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ENV_KWARGS
+from _common import ENV_KWARGS, add_cpu_threads_option, apply_cpu_threads
 
 ALL_IDS = tuple(ENV_KWARGS)
 
@@ -177,17 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         default=str(Path(__file__).parent / "results" / "finance_vs_sekai.json"),
         help="where to write the results",
     )
-    parser.add_argument(
-        "--cpu-threads",
-        type=int,
-        default=None,
-        help="XLA:CPU's thread pool size (parallax.set_cpu_threads; default: one per CPU)",
-    )
+    add_cpu_threads_option(parser)
     args = parser.parse_args(argv)
-    if args.cpu_threads is not None:
-        import parallax
-
-        parallax.set_cpu_threads(args.cpu_threads)  # before JAX's first computation
+    apply_cpu_threads(args)  # before JAX's first computation
 
     import jax
 

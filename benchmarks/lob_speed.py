@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import add_cpu_threads_option, apply_cpu_threads
+
 ENV_ID = "LimitOrderBook-v0"
 RESULTS = Path(__file__).resolve().parent / "results" / "lob_speed.json"
 # --quick: sessions of 2 steps (resets inside the calls), a small book; the sizes of
@@ -142,20 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"where to write the results (default: {RESULTS.relative_to(RESULTS.parents[2])}; "
         "with --quick, nowhere)",
     )
-    parser.add_argument(
-        "--cpu-threads",
-        type=int,
-        default=None,
-        help="XLA:CPU's thread pool size (parallax.set_cpu_threads; default: one per CPU)",
-    )
+    add_cpu_threads_option(parser)
     args = parser.parse_args(argv)
     for name in ("num_envs", "steps", "repeats", "sekai_envs", "sekai_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive int")
-    if args.cpu_threads is not None:
-        import parallax
-
-        parallax.set_cpu_threads(args.cpu_threads)  # before JAX's first computation
+    apply_cpu_threads(args)  # before JAX's first computation
     sizes = {
         "num_envs": args.num_envs,
         "steps": args.steps,
