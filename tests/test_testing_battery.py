@@ -117,6 +117,19 @@ def test_marl_report_counts_the_exercised_rules():
         check_marl_env(GridWorld(), num_steps=3)
 
 
+def test_marl_rules_do_not_depend_on_running_the_driver_under_disable_jit():
+    # the driver's resets run op by op either way; only `lax` control flow differs (Python
+    # under disable_jit), so the rules see the same states and count the same probes
+    eager = check_marl_env(Race(), num_steps=16, policy=eager_racer, require_inactive=True)
+    compiled = check_marl_env(
+        Race(), num_steps=16, policy=eager_racer, require_inactive=True, disable_jit=False
+    )
+    assert compiled.passed == eager.passed
+    assert compiled.stats == eager.stats
+    with pytest.raises(TypeError, match="disable_jit must be a bool, got 1"):
+        check_marl_env(Race(), num_steps=3, disable_jit=1)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -123,8 +123,9 @@ class Battery:
         batch_size: batch size of `batch_independence` for single envs (int >= 2).
         options: keyword options: `key`, `policy`, `autoreset`, `num_keys`, `disable_jit`,
             `deterministic`, `tolerance` (of the eager-versus-transform comparisons) as in
-            `check_env`; `marl_num_steps` (default `num_steps`),
-            `require_inactive`, `check_active_used` for `check_marl_env`;
+            `check_env` (`disable_jit` also for the driver's resets in `marl_rules`);
+            `marl_num_steps` (default `num_steps`), `require_inactive`,
+            `check_active_used` for `check_marl_env`;
             `invariants` (a mapping name -> `fn(state) -> bool array`, overriding the
             env's own `invariants`), `invariant_envs` (32) and `invariant_steps`
             (`4 * num_steps`) for `invariant_sweep`; `scripted_policies` (a mapping name ->
@@ -210,28 +211,49 @@ class Battery:
                     "the differential test compares one unbatched instance with the reference; "
                     "the env is a vector env"
                 )
-            return check_matches_reference(
-                self.env(),
-                self.reference_factory(),
-                num_steps=self.num_steps,
-                **{"key": opts["key"]} if "key" in opts else {},
-                **dict(self.reference_options),
-            )
+            session = self.session()
+            traced = session.traces["step"]
+            try:
+                return check_matches_reference(
+                    self.env(),
+                    self.reference_factory(),
+                    num_steps=self.num_steps,
+                    **{"key": opts["key"]} if "key" in opts else {},
+                    **dict(self.reference_options),
+                    # the session's jax.jit(env.step): the same program, compiled once
+                    _step_fn=session.step_j(),
+                )
+            finally:  # its traces are not the recompilation check's to count
+                session.traces["step"] = traced
         if name == "marl_rules":
             if not self.session().kind.marl:
                 raise CheckSkipped(
                     "single-agent env (reset returns a State, not a MARLState): the "
                     "multi-agent rules do not apply"
                 )
-            return check_marl_env(
-                self.env(),
-                num_steps=int(opts.get("marl_num_steps", self.num_steps)),
-                **{
-                    k: opts[k]
-                    for k in ("key", "policy", "autoreset", "require_inactive", "check_active_used")
-                    if k in opts
-                },
-            )
+            session = self.session()
+            traced = session.traces["step"]
+            try:
+                return check_marl_env(
+                    self.env(),
+                    num_steps=int(opts.get("marl_num_steps", self.num_steps)),
+                    disable_jit=session.disable_jit,
+                    # the session's jax.jit(env.step): the same program, compiled once
+                    _step_fn=session.step_j(),
+                    **{
+                        k: opts[k]
+                        for k in (
+                            "key",
+                            "policy",
+                            "autoreset",
+                            "require_inactive",
+                            "check_active_used",
+                        )
+                        if k in opts
+                    },
+                )
+            finally:  # its traces are not the recompilation check's to count
+                session.traces["step"] = traced
         if name == "invariant_sweep":
             session = self.session()
             invariants = invariants_of(self.env(), opts.get("invariants"))
@@ -247,6 +269,7 @@ class Battery:
                 session.k_other,
                 num_envs=self._positive(opts, "invariant_envs", 32),
                 num_steps=self._positive(opts, "invariant_steps", 4 * self.num_steps),
+                _vscan=session.vscan(),
             )
         if name == "boundary_actions":
             session = self.session()

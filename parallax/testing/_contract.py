@@ -85,6 +85,7 @@ def run_group(
                 num_steps=session.num_steps,
                 policy=session.user_policy,
                 autoreset=session.user_autoreset,
+                disable_jit=session.disable_jit,
                 _step_fn=session.step_j(),
             )
         )

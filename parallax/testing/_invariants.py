@@ -9,8 +9,9 @@
   (`parallax.finance._invariants.invariants_for`).
 - `invariant_sweep`: run `num_envs` instances for `num_steps` steps inside one
   `jax.jit(jax.vmap(lax.scan))`, evaluate every invariant on every state (after reset,
-  after each step, and every driver reset), and raise `CheckError("invariant_sweep/<name>")`
-  at the first violation (step, env, invariant, offending state values).
+  after each step, and every driver reset) inside one `jax.jit(jax.vmap(...))`, and raise
+  `CheckError("invariant_sweep/<name>")` at the first violation (step, env, invariant,
+  offending state values).
 
 Invariants are pure functions of one state, traced under `jit` and `vmap`: use `jnp`, no
 Python `if` on values. Compare floats with a tolerance that says how much rounding the
@@ -141,11 +142,14 @@ def invariant_sweep(
     *,
     num_envs: int,
     num_steps: int,
+    _vscan: Any = None,
 ) -> CheckReport:
     """Sweep `invariants` over `num_envs` instances (each with its own keys) and `num_steps`.
 
-    Everything runs in one `jax.jit(jax.vmap(lax.scan))`; the first violation (earliest
-    step, then lowest env) raises `CheckError("invariant_sweep/<name>")`.
+    The rollout runs in one `jax.jit(jax.vmap(lax.scan))` (`_vscan`, e.g. the
+    `EnvSession`'s, whose compiled program other checks of the same sizes share), the
+    invariants in one `jax.jit(jax.vmap(...))` over its states; the first violation
+    (earliest step, then lowest env) raises `CheckError("invariant_sweep/<name>")`.
     """
     k_env, k_policy = jax.random.split(jax.random.fold_in(key, _SWEEP_SALT))
     env_keys = jax.vmap(driver.instance_keys)(jax.random.split(k_env, num_envs))
@@ -161,13 +165,15 @@ def invariant_sweep(
             one = jax.vmap(one)
         return one
 
-    def run(one_sched: Any) -> tuple[Any, Any, Any, Any]:
-        roll = driver.scan(one_sched)
-        after = {name: holds(fn)(roll.states) for name, fn in invariants}
-        before = {name: holds(fn)(roll.pre) for name, fn in invariants}
-        return after, before, roll.states, roll.pre
+    def evaluate(states: Any, pre: Any) -> tuple[Any, Any]:
+        after = {name: holds(fn)(states) for name, fn in invariants}
+        before = {name: holds(fn)(pre) for name, fn in invariants}
+        return after, before
 
-    after, before, states, pre = jax.jit(jax.vmap(run))(sched)
+    vscan = _vscan if _vscan is not None else jax.jit(jax.vmap(driver.scan))
+    roll = vscan(sched)
+    states, pre = roll.states, roll.pre
+    after, before = jax.jit(jax.vmap(evaluate))(states, pre)
     # the first violation: earliest step, then lowest env, then declaration order
     found = None
     for order, (name, _) in enumerate(invariants):

@@ -204,6 +204,7 @@ def check_marl_env(
     autoreset: bool | None = None,
     require_inactive: bool = False,
     check_active_used: bool = True,
+    disable_jit: bool = True,
     _step_fn: Any = None,
 ) -> CheckReport:
     """Check the six multi-agent rules; raise `CheckError` at the first breach.
@@ -249,6 +250,11 @@ def check_marl_env(
         autoreset: as in `check_env`.
         require_inactive: fail if no agent was ever inactive (rules 1-3 unexercised).
         check_active_used: run the second half of rule 5.
+        disable_jit: run the resets, restarts and policy of the driver under
+            `jax.disable_jit()` (default), so that `lax.cond`/`lax.while_loop` inside them
+            run as Python and nothing compiles per step; pass False for envs with long
+            internal loops, which then run op by op (as in `check_env`). The steps always
+            run through `jax.jit(env.step)`; no rule depends on this choice.
 
     Returns:
         A `CheckReport`; `stats` count the steps with inactive agents, the probes run and
@@ -265,6 +271,7 @@ def check_marl_env(
     for name, value in (
         ("require_inactive", require_inactive),
         ("check_active_used", check_active_used),
+        ("disable_jit", disable_jit),
     ):
         if not isinstance(value, bool):
             raise TypeError(f"{_OWNER}: {name} must be a bool, got {value!r}")
@@ -304,7 +311,7 @@ def check_marl_env(
     active_steps = np.zeros(num_agents, dtype=np.int64)
     mattered = np.zeros(num_agents, dtype=bool)
 
-    with jax.disable_jit():
+    with jax.disable_jit(disable_jit):
         state = driver.first_reset(sched.first)
     _check_state(state, 0, kind, num_agents, stats)
     reward0 = np.asarray(state.agents.reward)
@@ -323,7 +330,7 @@ def check_marl_env(
 
     for t in range(num_steps):
         prepared = jax.tree.map(lambda x, t=t: x[t], sched.prepared)
-        with jax.disable_jit():
+        with jax.disable_jit(disable_jit):
             pre = driver.restart(sched.restart[t], state, eager=True)
             action = jax.tree.map(np.asarray, driver.act(prepared, pre))
         post = step_j(pre, action)

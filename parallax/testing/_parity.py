@@ -180,7 +180,8 @@ def check_training_parity(
         donated = jax.jit(run, donate_argnums=1)(k_run, reset(k_reset))
     _compare("donation", baseline[0], donated, "the rollout jitted with a donated state", num_steps)
 
-    vmapped = jax.jit(jax.vmap(from_seed))(seeds)
+    # on the host (keys as key data, as `_compare` reads them): no eager slice per leaf
+    vmapped = jax.tree.map(to_numpy, jax.jit(jax.vmap(from_seed))(seeds))
     for s in range(num_seeds):
         one = jax.tree.map(lambda x, s=s: x[s], vmapped)
         _compare(

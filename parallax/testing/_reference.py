@@ -278,6 +278,7 @@ def check_matches_reference(
     tolerance: Tolerance = EXACT,
     record: Callable[[Any], Mapping[str, Any]] | None = None,
     dump_path: str | os.PathLike[str] | None = None,
+    _step_fn: Any = None,
 ) -> CheckReport:
     """Step a JAX env and a reference with the same actions; compare every step field by field.
 
@@ -378,7 +379,9 @@ def check_matches_reference(
         )
     chosen = make_policy(env, policy, jax.random.key_impl(key))
     to_record = record or state_record
-    step_j = jax.jit(env.step)  # reset and the policy run eagerly: one compilation in all
+    # reset and the policy run eagerly: one compilation in all (none when the battery hands
+    # over its session's jax.jit(env.step))
+    step_j = _step_fn if _step_fn is not None else jax.jit(env.step)
 
     def reset_j(k: Any) -> Any:
         with jax.disable_jit():

@@ -132,8 +132,12 @@ def auto_reset(
     driver = Driver(wrapped, wkind, make_policy(env, policy, impl), _OWNER, impl)
     k_env, k_policy = jax.random.split(jax.random.fold_in(key, 0xA7))
     sched = driver.schedule(driver.instance_keys(k_env), driver.instance_keys(k_policy), num_steps)
-    roll = jax.jit(driver.scan)(sched)
-    after = jax.tree.map(lambda x: x[1:], roll.states)
+
+    def run(schedule: Any) -> tuple[Any, Any]:
+        roll = driver.scan(schedule)
+        return roll, jax.tree.map(lambda x: x[1:], roll.states)  # the states after each step
+
+    roll, after = jax.jit(run)(sched)
     report = CheckReport(_OWNER)
     if ref is None:
         _own_autoreset(after, roll.pre)

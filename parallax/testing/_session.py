@@ -102,11 +102,15 @@ class EnvSession:
             "eager", lambda: self.driver.eager(self.sched, disable_jit=self.disable_jit)
         )
 
+    def vscan(self) -> Any:
+        """`jax.jit(jax.vmap(driver.scan))`: one function object, so every batched rollout
+        of the session with the same sizes (the vmapped rollout, the invariant sweep) runs
+        one compiled program."""
+        return self._cached("vscan", lambda: jax.jit(jax.vmap(self.driver.scan)))
+
     def vroll(self) -> Rollout:
         """`jax.jit(jax.vmap(lax.scan rollout))` over the `num_keys` env keys (host arrays)."""
-        return self._cached(
-            "vroll", lambda: jax.jit(jax.vmap(self.driver.scan))(self.sched_all).host()
-        )
+        return self._cached("vroll", lambda: self.vscan()(self.sched_all).host())
 
     def step_j(self) -> Any:
         """`jax.jit(env.step)`, counting its traces in `self.traces["step"]`."""
