@@ -11,6 +11,7 @@ Then: constructor errors as sekai's, float32, vmap against single envs, the batt
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -37,9 +38,12 @@ SMALL = {
 SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
     # name: (env keywords shared with sekai, flow keywords, our capacity)
     "default": ({}, {}, 64),  # sekai's defaults: a 300-step session
-    "thin": (SMALL, {"cancel_rate": 1.0}, 64),
+    "thin": (SMALL, {"cancel_rate": 1.0}, 192),
     "deep": (SMALL, {"cancel_rate": 0.1}, 192),
 }
+# thin and deep share one env (capacity 192: the deep book needs the room) and its compiled
+# reset/step; the flow is a param, and the env's own flow (thin's, the more active) sets the
+# loop bounds
 
 
 class EnvShim(FlowShim):
@@ -85,11 +89,29 @@ def x64_on():
         yield
 
 
-@pytest.mark.parametrize("setting", list(SETTINGS))
-def test_env_equals_sekai_step_by_step(setting: str, x64_on: None) -> None:
+@functools.cache
+def _compiled(setting: str) -> tuple[LimitOrderBookEnv, Any, Any]:
+    """The env of `setting` with its jitted reset/step, which take the flow as a param; deep
+    gets thin's (same keywords and capacity), so the two cases share the compiled code."""
+    if setting == "deep":
+        return _compiled("thin")
     kwargs, flow_kwargs, capacity = SETTINGS[setting]
     env = LimitOrderBookEnv(flow=FlowParams(**flow_kwargs), capacity=capacity, **kwargs)
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    return env, jax.jit(env.reset), jax.jit(env.step)
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_env_equals_sekai_step_by_step(setting: str, x64_on: None) -> None:
+    kwargs, flow_kwargs, _ = SETTINGS[setting]
+    env, reset_j, step_j = _compiled(setting)
+    params = dataclasses.replace(env.params, flow=FlowParams(**flow_kwargs))
+
+    def reset(key: Any) -> Any:
+        return reset_j(key=key, params=params)
+
+    def step(state: Any, action: Any) -> Any:
+        return step_j(state, action, params)
+
     seeds = (0,) if setting == "default" else (0, 1)
     totals = {"fills": 0, "kept": 0, "market": 0, "limit_hit": 0, "steps": 0, "short": 0}
     for seed in seeds:
@@ -289,7 +311,12 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
 
 
 def test_battery() -> None:
-    """float32 (x64 runs in the differential test); small sizes: each check compiles."""
+    """float32 (x64 runs in the differential test); small sizes: each check compiles.
+
+    A 3-step session and 4-step rollouts (the session ends inside them and the driver resets
+    it): the eager rollouts retrace and recompile the flow's loop at every step. The sweep
+    has the rollouts' sizes (2 envs, 4 steps), so the battery may run both as one program.
+    """
     checks = [
         "contract",
         "structure_stable",
@@ -299,13 +326,13 @@ def test_battery() -> None:
         "invariant_sweep",
     ]  # the issue's list; each check compiles the env anew (about 12 s a program on CPU)
     outcomes = run_battery(
-        lambda: LimitOrderBookEnv(**TINY),
-        num_steps=8,
+        lambda: LimitOrderBookEnv(**{**TINY, "session_length": 3.0}),
+        num_steps=4,
         batch_size=2,
         checks=checks,
         # eager rollouts op by op, not under jax.disable_jit(): there the flow's
         # lax.while_loop would run as a Python loop of ~400 iterations per step
-        options={"invariant_envs": 2, "invariant_steps": 8, "disable_jit": False},
+        options={"invariant_envs": 2, "invariant_steps": 4, "disable_jit": False},
     )
     assert [o.check for o in outcomes] == [c for c in BATTERY_CHECKS if c in checks]
     failed = [f"{o.check}: {o.message}" for o in outcomes if o.status != "pass"]

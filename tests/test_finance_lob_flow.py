@@ -183,6 +183,10 @@ def assert_same_trades(stats: Any, fills: list[Any], where: str) -> None:
 
 _run = jax.jit(run_flow, static_argnames=("max_events", "max_trades", "num_agents"))
 _warm = jax.jit(warm_up, static_argnames=("capacity", "max_events"))
+# seed books, agent quotes and the touch, jitted (the eager run: test_jit_matches_eager)
+_init = jax.jit(initialise, static_argnums=0, static_argnames=("levels", "orders_per_level"))
+_add_limit = jax.jit(add_limit)
+_touch = jax.jit(lambda book: (best_bid(book), best_ask(book)))
 
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
@@ -197,7 +201,7 @@ def test_flow_equals_sekai_interval_by_interval(setting: str) -> None:
             shim = FlowShim(ek, flow.mean_size)
             ref = lob.OrderBook()
             flow.initialise(ref, shim, mid=MID)
-            book = initialise(capacity, params, ek, mid=MID)
+            book = _init(capacity, params, ek, mid=MID)
             assert_same_book(book, ref, f"{setting} seed {seed} initialise")
             shim.init = False
             fills = flow.advance(ref, shim, WARMUP)
@@ -210,10 +214,10 @@ def test_flow_equals_sekai_interval_by_interval(setting: str) -> None:
             for k in range(1, N_INTERVALS + 1):
                 where = f"{setting} seed {seed} interval {k}"
                 if k % 7 == 0:  # an agent quotes at the touch, so the flow fills it
-                    bid, ask = int(best_bid(book)), int(best_ask(book))
+                    bid, ask = (int(p) for p in _touch(book))
                     for side, price in ((BID, bid), (ASK, ask)):
                         ref.limit(lob.Side(side), price, 2, 0)
-                        book, _ = add_limit(book, side, price, 2, 0)
+                        book, _ = _add_limit(book, side, price, 2, 0)
                 shim.set_step(k)
                 start, until = WARMUP + k - 1.0, WARMUP + float(k)
                 fills = flow.advance(ref, shim, until)
@@ -321,7 +325,7 @@ def test_docstring_examples() -> None:
 def test_truncation_is_flagged() -> None:
     params = FlowParams()
     ek = rng.episode_key(jax.random.key(0))
-    book = initialise(CAPACITY, params, ek, mid=MID)
+    book = _init(CAPACITY, params, ek, mid=MID)
     _, stats = _run(book, params, ek, 1, 0.0, 20.0, max_events=MAX_EVENTS)  # ~800 events
     assert bool(stats.truncated) and int(stats.iterations) == MAX_EVENTS
     assert float(stats.end_time) < 20.0
@@ -343,7 +347,7 @@ def test_jit_matches_eager(x64: bool) -> None:
 def test_vmap_books_are_independent() -> None:
     params = FlowParams()
     eks = rng.episode_key(jax.random.split(jax.random.key(9), 4))
-    books = jax.vmap(lambda ek: initialise(CAPACITY, params, ek, mid=MID))(eks)
+    books = jax.jit(jax.vmap(lambda ek: initialise(CAPACITY, params, ek, mid=MID)))(eks)
     batched = jax.jit(
         jax.vmap(lambda b, ek: run_flow(b, params, ek, 1, 0.0, 1.0, max_events=MAX_EVENTS))
     )(books, eks)
@@ -387,10 +391,10 @@ def test_defaults_are_sekais() -> None:
 def test_static_arguments_are_checked() -> None:
     params = FlowParams()
     ek = rng.episode_key(jax.random.key(0))
-    book = initialise(8, params, ek, mid=MID, levels=2, orders_per_level=2)
+    book = _init(8, params, ek, mid=MID, levels=2, orders_per_level=2)
     with pytest.raises(ValueError, match="max_events must be an integer >= 1, got 0"):
         run_flow(book, params, ek, 1, 0.0, 1.0, max_events=0)
     with pytest.raises(ValueError, match="levels must be an integer >= 1, got 0"):
         initialise(8, params, ek, mid=MID, levels=0)
-    assert bool(initialise(4, params, ek, mid=MID, levels=5, orders_per_level=1).overflow)
+    assert bool(_init(4, params, ek, mid=MID, levels=5, orders_per_level=1).overflow)
     assert default_max_events(params, 1.0, CAPACITY) >= MAX_EVENTS // 2

@@ -32,7 +32,7 @@ from parallax.finance._lob import (
     default_max_events,
 )
 from parallax.rng import reference
-from parallax.testing import check_marl_env, run_battery
+from parallax.testing import run_battery
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
@@ -402,20 +402,41 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
     assert not bool(checks["inactive_slots_zero"](bad_obs))
 
 
-def test_check_marl_env_passes() -> None:
-    report = check_marl_env(LimitOrderBookMarketEnv(**TINY), num_steps=8, require_inactive=True)
-    assert report.stats["steps_with_inactive_agents"] > 0
-    assert "rule3_inactive_reward_zero" in report.passed
+@pytest.fixture(scope="module")
+def battery() -> dict[str, Any]:
+    """The battery's contract, MARL rules and invariant sweep on the tiny market, run once.
 
-
-def test_battery_marl_rules_and_invariants() -> None:
-    checks = ["contract", "marl_rules", "invariant_sweep"]
+    Its `marl_rules` check runs `check_marl_env` on the env for 8 steps with
+    `require_inactive=True`; `test_check_marl_env_passes` reads that report (one run of the
+    check, not two: its resets are the flow's whole warm-up loop each). The sweep has the
+    rollouts' sizes (2 envs, 8 steps), so the battery may run both as one program.
+    """
     outcomes = run_battery(
         lambda: LimitOrderBookMarketEnv(**TINY),
         num_steps=8,
         batch_size=2,
-        checks=checks,
-        options={"invariant_envs": 2, "invariant_steps": 8, "disable_jit": False},
+        checks=["contract", "marl_rules", "invariant_sweep"],
+        options={
+            "invariant_envs": 2,
+            "invariant_steps": 8,
+            "require_inactive": True,
+            "disable_jit": False,
+        },
     )
-    failed = [f"{o.check}: {o.message}" for o in outcomes if o.status not in ("pass",)]
+    return {o.check: o for o in outcomes}
+
+
+def test_check_marl_env_passes(battery: dict[str, Any]) -> None:
+    outcome = battery["marl_rules"]
+    assert outcome.status == "pass", outcome.message
+    report = outcome.report
+    assert report is not None and report.check == "check_marl_env"
+    assert report.stats["steps"] == 8
+    assert report.stats["steps_with_inactive_agents"] > 0
+    assert "rule3_inactive_reward_zero" in report.passed
+
+
+def test_battery_marl_rules_and_invariants(battery: dict[str, Any]) -> None:
+    assert list(battery) == ["contract", "marl_rules", "invariant_sweep"]
+    failed = [f"{o.check}: {o.message}" for o in battery.values() if o.status not in ("pass",)]
     assert not failed, "\n\n".join(failed)
