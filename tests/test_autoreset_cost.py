@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import parallax
@@ -92,9 +93,23 @@ def _auto_reset(env: Any, budget: Any) -> tuple[Counter[str], Counter[str]]:
     return no_reset_kernels(vec.step, vec.reset(key=jax.random.key(0)), _action(env))
 
 
-def test_partial_reset_budget_adds_no_kernel_to_a_step_where_no_env_is_done(trading):
-    with_budget, copies_with = _auto_reset(trading, "auto")
-    without, copies_without = _auto_reset(trading, None)
+@pytest.fixture(scope="module")
+def auto_reset(trading: Any) -> Any:
+    """`_auto_reset(trading, budget)`, compiled once per budget for the module's tests."""
+    found: dict[Any, tuple[Counter[str], Counter[str]]] = {}
+
+    def get(budget: Any) -> tuple[Counter[str], Counter[str]]:
+        if budget not in found:
+            found[budget] = _auto_reset(trading, budget)
+        kernels, copies = found[budget]
+        return Counter(kernels), Counter(copies)
+
+    return get
+
+
+def test_partial_reset_budget_adds_no_kernel_to_a_step_where_no_env_is_done(auto_reset):
+    with_budget, copies_with = auto_reset("auto")
+    without, copies_without = auto_reset(None)
     assert with_budget["conditional"] == without["conditional"] == 1
     # the partial path lives inside the reset branch: a step where no env is done runs the
     # same kernels with or without it (a three-way switch copied every leaf of the state)
@@ -103,8 +118,8 @@ def test_partial_reset_budget_adds_no_kernel_to_a_step_where_no_env_is_done(trad
 
 
 @pytest.mark.parametrize("budget", ["auto", None])
-def test_no_reset_step_hands_the_env_state_on_in_place(trading, budget):
-    _, copies = _auto_reset(trading, budget)
+def test_no_reset_step_hands_the_env_state_on_in_place(trading, auto_reset, budget):
+    _, copies = auto_reset(budget)
     state = trading.reset(key=jax.random.key(0))
     window = state.env_state.market.window
     # shapes that only the env state and the keys have (the observation is f32[N, 31])
@@ -118,8 +133,8 @@ def test_no_reset_step_hands_the_env_state_on_in_place(trading, budget):
     assert sum(copies.values()) <= 1 + len(state.info) + 3, copies
 
 
-def test_auto_reset_step_costs_at_most_the_kept_leaves_over_the_bare_step(trading):
-    kernels, _ = _auto_reset(trading, "auto")
+def test_auto_reset_step_costs_at_most_the_kept_leaves_over_the_bare_step(trading, auto_reset):
+    kernels, _ = auto_reset("auto")
     reset = jax.vmap(lambda k: trading.reset(key=k))(jax.random.split(jax.random.key(0), N))
     bare, _ = no_reset_kernels(jax.vmap(trading.step), reset, _action(trading))
     kept_twice = 1 + len(trading.reset(key=jax.random.key(0)).info)  # observation, info
@@ -143,14 +158,19 @@ def test_budgeted_and_plain_auto_reset_agree_bit_for_bit_under_jit_and_vmap(x64)
 
         return jax.lax.scan(body, env.reset(key=key), actions)[1]
 
+    def vmapped_and_one(env: Any) -> Any:
+        """Both keys under `vmap` and key 0 alone, in one `jax.jit` (one program per env)."""
+        return jax.jit(lambda ks: (jax.vmap(lambda k: run(env, k))(ks), run(env, ks[0])))
+
+    def same(got: Any, want: Any) -> bool:
+        return jax.tree.all(jax.tree.map(lambda x, y: np.array_equal(x, y), got, want))
+
     keys = jax.random.split(jax.random.key(1), 2)
-    expected = jax.vmap(lambda k: run(reference, k))(keys)
-    resets = jnp.sum(expected[3], axis=-1)
-    assert int(resets.max()) > 2 and int(jnp.sum(resets == 0)) > 0  # all three paths taken
+    expected = jax.device_get(jax.jit(jax.vmap(lambda k: run(reference, k)))(keys))
+    resets = np.sum(expected[3], axis=-1)
+    assert int(resets.max()) > 2 and int(np.sum(resets == 0)) > 0  # all three paths taken
+    mine = jax.tree.map(lambda x: x[0], expected)
     for budget in (None, 2, 4, 16):
-        env = make(budget)
-        got = jax.vmap(lambda k, env=env: run(env, k))(keys)
-        assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.all(x == y)), got, expected))
-        one = jax.jit(lambda k, env=env: run(env, k))(keys[0])
-        mine = jax.tree.map(lambda x: x[0], expected)
-        assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.all(x == y)), one, mine))
+        got, one = jax.device_get(vmapped_and_one(make(budget))(keys))
+        assert same(got, expected)
+        assert same(one, mine)
