@@ -89,8 +89,8 @@ def test_class_is_built_once_and_resolves_by_name():
 def test_dict_observations_are_flattened_in_pytree_order():
     base = parallax.make("Portfolio-v0", **BOX_IDS["Portfolio-v0"])
     env = to_brax(base)
-    state = env.reset(jax.random.PRNGKey(0))
-    obs = base.reset(key=jax.random.PRNGKey(0)).observation
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    obs = jax.jit(base.reset)(key=jax.random.PRNGKey(0)).observation
     want = jnp.concatenate([obs["returns"].ravel(), obs["weights"].ravel()])
     assert env.observation_size == 2 * 2 + 3
     np.testing.assert_array_equal(state.obs, want)
@@ -233,14 +233,14 @@ def test_every_episode_after_brax_auto_reset_is_a_new_one(n_steps, episode_lengt
     np.testing.assert_array_equal(last.pipeline_state.episode, [episodes] * 2)
     returns = np.asarray(rewards).reshape(episodes, length, 2).sum(axis=1)
     assert len(np.unique(returns)) == returns.size, f"repeated episodes: {returns}"
-    # episode i of env b is the Parallax episode of fold_in(keys[b], i) (i = 0: keys[b])
+    # episode i of env b is the Parallax episode of fold_in(keys[b], i) (i = 0: keys[b]),
+    # each run by one compiled program
+    direct = jax.jit(lambda key, a: _direct_episode(base, key, jax.vmap(export.env_action)(a)))
     for b in range(2):
         for i in range(episodes):
             key = keys[b] if i == 0 else jax.random.fold_in(keys[b], i)
             window = slice(i * length, (i + 1) * length)
-            start, want_rewards, want_obs = _direct_episode(
-                base, key, jax.vmap(export.env_action)(actions[window, b])
-            )
+            start, want_rewards, want_obs = direct(key, actions[window, b])
             got_start = first.obs[b] if i == 0 else obs[i * length - 1, b]  # restored obs
             np.testing.assert_allclose(got_start, start, rtol=1e-6, atol=1e-7)
             np.testing.assert_allclose(rewards[window, b], want_rewards, rtol=1e-6)
@@ -253,7 +253,7 @@ def test_batched_advance_of_the_first_state_is_the_unbatched_one_per_env():
     gets exactly what the unbatched advance gives it, and nothing changes when none needs it."""
     env = to_brax(parallax.make("OptimalExecution-v0", n_steps=4))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
-    first, first_obs = jax.vmap(env._start)(keys, jnp.array([1, 1, 2, 2], jnp.int32))
+    first, first_obs = jax.jit(jax.vmap(env._start))(keys, jnp.array([1, 1, 2, 2], jnp.int32))
     batched = jax.jit(jax.vmap(env._advance))
     one = jax.jit(env._advance)
 
@@ -278,7 +278,7 @@ def test_gradients_flow_through_brax_wrapped_steps():
     env = training.wrap(
         to_brax(parallax.make("OptimalExecution-v0", n_steps=3)), episode_length=3, action_repeat=1
     )
-    state = env.reset(jax.random.split(jax.random.PRNGKey(0), 2))
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
 
     def total_reward(actions):
         def body(state, action):

@@ -216,8 +216,8 @@ def test_truncation_auto_resets_and_keeps_the_terminal_observation():
     # step 1 ended the episode: its terminal observation is kept, obs is the next reset's
     np.testing.assert_array_equal(info["final_observation"][1][:2], [2.0, 0.0])
     # the next episode starts from `next_episode_key` of the finished one, as AutoResetWrapper
-    finished = env.env.step(env.env.step(env.env.reset(key=key), 2), 2)
-    fresh, _ = env.reset(next_episode_key(finished.key))
+    finished = jax.jit(lambda k: env.env.step(env.env.step(env.env.reset(key=k), 2), 2))(key)
+    fresh, _ = jax.jit(env.reset)(next_episode_key(finished.key))
     np.testing.assert_array_equal(obs[1], fresh)
     np.testing.assert_array_equal(info["final_observation"][0], obs[0])  # no reset: equal
     assert float(reward[1]) > 0.0

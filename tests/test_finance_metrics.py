@@ -323,9 +323,17 @@ def _same_episodes(env):
     return first, traj
 
 
-def test_evaluate_metrics_match_sekai_on_the_same_episodes(finance_report):
-    env_id, env, report = finance_report
-    first, traj = _same_episodes(env)  # the episodes evaluate ran, rerun by hand
+@pytest.fixture(scope="module")
+def same_episodes(finance_report):
+    """The episodes evaluate ran, rerun by hand (one compiled program per env, shared by the
+    tests that compare the report with them)."""
+    _, env, _ = finance_report
+    return jax.jit(lambda: _same_episodes(env))()
+
+
+def test_evaluate_metrics_match_sekai_on_the_same_episodes(finance_report, same_episodes):
+    env_id, _, report = finance_report
+    first, traj = same_episodes  # the episodes evaluate ran, rerun by hand
     if env_id in ("Trading-v0", "Portfolio-v0"):
         equity = np.concatenate([np.asarray(first.info["equity"])[None], traj.info["equity"]]).T
         for row in range(3):
@@ -351,9 +359,9 @@ def test_evaluate_metrics_match_sekai_on_the_same_episodes(finance_report):
         np.testing.assert_allclose(report["final_inventory"], inventory)
 
 
-def test_evaluate_total_reward_is_the_sum_of_rewards(finance_report):
-    _, env, report = finance_report
-    _, traj = _same_episodes(env)
+def test_evaluate_total_reward_is_the_sum_of_rewards(finance_report, same_episodes):
+    _, _, report = finance_report
+    _, traj = same_episodes
     np.testing.assert_allclose(report["total_reward"], np.asarray(traj.reward).sum(0), rtol=1e-5)
 
 

@@ -407,7 +407,7 @@ def test_normalize_observation_single_env_and_final_observation():
 def test_normalize_observation_freeze_and_load_statistics():
     env = _grid_stack(8)
     run = jax.jit(lambda k, s: rollout(env, _random_policy(8), k, 5, state=s)[0])
-    state = run(jax.random.key(0), env.reset(key=jax.random.key(0)))
+    state = run(jax.random.key(0), jax.jit(env.reset)(key=jax.random.key(0)))
     trained = NormalizeObservation.statistics(state)
     frozen = run(jax.random.key(1), NormalizeObservation.freeze(state))  # no recompilation
     after = NormalizeObservation.statistics(frozen)
@@ -416,8 +416,13 @@ def test_normalize_observation_freeze_and_load_statistics():
     )
     # an evaluation env starts from the trained statistics and keeps them
     eval_env = _grid_stack(4, update=False)
-    eval_state = eval_env.reset(key=jax.random.key(2), statistics=trained)
-    eval_state, _ = rollout(eval_env, _random_policy(4), jax.random.key(3), 5, state=eval_state)
+
+    @jax.jit
+    def evaluate(statistics):
+        state = eval_env.reset(key=jax.random.key(2), statistics=statistics)
+        return rollout(eval_env, _random_policy(4), jax.random.key(3), 5, state=state)[0]
+
+    eval_state = evaluate(trained)
     got = NormalizeObservation.statistics(eval_state).statistics
     np.testing.assert_array_equal(np.asarray(got.var), np.asarray(trained.statistics.var))
     assert bool(eval_state.info["observation_statistics"].frozen.all())
@@ -425,11 +430,12 @@ def test_normalize_observation_freeze_and_load_statistics():
 
 def test_normalize_observation_selective_reset_updates_with_reset_rows_only():
     env = NormalizeObservation(VmapWrapper(TimeLimit(GridWorld(), 2), 4))
-    state = env.reset(key=jax.random.key(0))
-    state = env.step(state, jnp.array([2, 2, 2, 2], jnp.int32))
+    state = jax.jit(lambda k: env.step(env.reset(key=k), jnp.array([2, 2, 2, 2], jnp.int32)))(
+        jax.random.key(0)
+    )
     before = NormalizeObservation.statistics(state).statistics
     done = jnp.array([True, False, True, False])
-    new = env.reset(key=jax.random.key(1), state=state, done=done)
+    new = jax.jit(env.reset)(key=jax.random.key(1), state=state, done=done)
     after = NormalizeObservation.statistics(new).statistics
     assert float(after.count - before.count) == pytest.approx(2.0)
     np.testing.assert_array_equal(np.asarray(new.observation[1]), np.asarray(state.observation[1]))
@@ -520,8 +526,12 @@ def test_transform_observation_vector_final_observation_and_type():
 
 def test_transform_observation_selective_reset_keeps_other_rows():
     env = TransformObservation(VmapWrapper(GridWorld(), 3), lambda o: o.sum())
-    state = env.step(env.reset(key=jax.random.key(0)), jnp.full(3, 2, jnp.int32))
-    new = env.reset(key=jax.random.key(5), state=state, done=jnp.array([False, True, False]))
+    state = jax.jit(lambda k: env.step(env.reset(key=k), jnp.full(3, 2, jnp.int32)))(
+        jax.random.key(0)
+    )
+    new = jax.jit(env.reset)(
+        key=jax.random.key(5), state=state, done=jnp.array([False, True, False])
+    )
     assert new.observation.shape == (3,)
     np.testing.assert_array_equal(
         np.asarray(new.observation[::2]), np.asarray(state.observation[::2])
@@ -569,7 +579,9 @@ def test_flatten_observation_pytree_with_discrete_and_final_observation():
     env = FlattenObservation(VmapWrapper(inner, 2))
     assert env.observation_space.shape == (2 + 4 + 3,)  # bits, grid, one-hot mode (sorted keys)
     assert env.observation_space.high.tolist() == [1, 1, 4, 4, 4, 4, 1, 1, 1]
-    state = env.step(env.reset(key=jax.random.key(0)), jnp.full(2, 2, jnp.int32))
+    state = jax.jit(lambda k: env.step(env.reset(key=k), jnp.full(2, 2, jnp.int32)))(
+        jax.random.key(0)
+    )
     final = state.info["final_observation"]
     assert final.shape == (2, 9) and final.dtype == jnp.float32
     assert final[0, :2].tolist() == [1.0, 0.0] and final[0, 2:4].tolist() == [1.0, 0.0]
@@ -610,13 +622,15 @@ def test_full_training_stack_composes_and_jits(x64):
     assert isinstance(state, MaskedState)
     assert set(state.info) >= {"episode_statistics", "observation_statistics", "reward_statistics"}
     # episode statistics see the env's own rewards, not the normalised ones
-    _raw_state, raw_traj = rollout(base, _random_policy(8), jax.random.key(0), 9)
+    _raw_state, raw_traj = jax.jit(rollout, static_argnums=(0, 1, 3))(
+        base, _random_policy(8), jax.random.key(0), 9
+    )
     summary = RecordEpisodeStatistics.summary(state)
     episodes = _episodes_from(np.asarray(raw_traj.reward), np.asarray(raw_traj.done))
     np.testing.assert_allclose(
         float(summary["mean_return"]), np.mean([r for r, _ in episodes]), rtol=1e-5
     )
-    reset = env.reset(key=jax.random.key(1), state=state, done=state.done)
+    reset = jax.jit(env.reset)(key=jax.random.key(1), state=state, done=state.done)
     assert jax.tree.structure(reset) == jax.tree.structure(state)
     assert dataclasses.fields(type(reset)) == dataclasses.fields(MaskedState)
 

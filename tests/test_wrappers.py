@@ -197,18 +197,28 @@ def test_auto_reset_keeps_final_reward_done_and_terminal_observation(x64):
 
 
 def test_auto_reset_over_a_vector_env_works_per_env():
-    """0.4.0 failed deep inside jax.random.split; ours resets per env."""
+    """0.4.0 failed deep inside jax.random.split; ours resets per env. The three stacks run
+    side by side in one compiled program and agree on every step (each crosses resets)."""
     inner = AutoResetWrapper(VmapWrapper(TimeLimit(GridWorld(), 3), N))
     outer = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), N)
     per_env = AutoResetWrapper(TimeLimit(GridWorld(), 3))
     keys = jax.random.split(jax.random.key(0), N)
-    a, b = inner.reset(key=keys), outer.reset(key=keys)
-    c = jax.vmap(lambda k: per_env.reset(key=k))(keys)
     actions = jax.random.randint(jax.random.key(1), (7, N), 0, 4)
-    for act in actions:
-        a, b, c = inner.step(a, act), jax.jit(outer.step)(b, act), jax.vmap(per_env.step)(c, act)
-        assert_tree_equal(a, b)
-        assert_tree_equal(b, c)
+
+    def trajectory(step, state):
+        return jax.lax.scan(lambda s, a: (lambda n: (n, n))(step(s, a)), state, actions)[1]
+
+    @jax.jit
+    def run(keys):
+        a = trajectory(inner.step, inner.reset(key=keys))
+        b = trajectory(outer.step, outer.reset(key=keys))
+        c = trajectory(jax.vmap(per_env.step), jax.vmap(lambda k: per_env.reset(key=k))(keys))
+        return a, b, c
+
+    a, b, c = run(keys)
+    assert bool(jnp.any(a.truncation)), "the time limit must end episodes"
+    assert_tree_equal(a, b)
+    assert_tree_equal(b, c)
 
 
 def test_every_episode_starts_from_a_fresh_key():
@@ -226,8 +236,9 @@ def test_every_episode_starts_from_a_fresh_key():
 def test_auto_reset_preserves_integer_reward_dtypes_and_float64():
     env = VmapAutoResetWrapper(IntRewardEnv(), 4)
     state = env.reset(key=jax.random.key(0))
+    step = jax.jit(env.step)
     for _ in range(4):
-        state = jax.jit(env.step)(state, jnp.ones(4, jnp.int32))
+        state = step(state, jnp.ones(4, jnp.int32))
         assert state.reward.dtype == jnp.int32
     state = env.reset(key=jax.random.key(1), state=state, done=state.done)
     assert state.reward.dtype == jnp.int32
@@ -336,7 +347,9 @@ def test_vmap_of_an_auto_reset_env_resets_every_env_every_step_with_the_same_res
 
     def run(env):
         return jax.lax.scan(
-            lambda s, a: (env.step(s, a), env.step(s, a)), env.reset(key=jax.random.key(4)), actions
+            lambda s, a: (lambda n: (n, n))(env.step(s, a)),
+            env.reset(key=jax.random.key(4)),
+            actions,
         )[1]
 
     ours, theirs = jax.jit(lambda: run(plain))(), jax.jit(lambda: run(fused))()
@@ -418,10 +431,10 @@ def test_eager_jit_and_scan_agree_and_structure_is_stable(name, x64):
 def test_stacks_vmap_over_an_outer_seed_axis():
     env = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), 4)
     keys = jax.random.split(jax.random.key(0), 3)
-    states = jax.vmap(lambda k: env.reset(key=k))(keys)
+    states = jax.jit(jax.vmap(lambda k: env.reset(key=k)))(keys)
     actions = jnp.zeros((3, 4), jnp.int32)
     out = jax.jit(jax.vmap(env.step))(states, actions)
-    single = env.step(jax.tree.map(lambda x: x[1], states), actions[1])
+    single = jax.jit(env.step)(jax.tree.map(lambda x: x[1], states), actions[1])
     assert_tree_equal(jax.tree.map(lambda x: x[1], out), single)
 
 
@@ -458,7 +471,7 @@ def test_grad_flows_through_a_wrapped_step():
         s = replace(state, env_state=state.env_state._replace(pos=pos))
         return env.step(s, jnp.zeros(2, jnp.int32)).reward.sum()
 
-    g = jax.grad(total_reward)(jnp.full((2, 2), 0.5, jnp.float32))
+    g = jax.jit(jax.grad(total_reward))(jnp.full((2, 2), 0.5, jnp.float32))
     assert g.shape == (2, 2) and bool(jnp.all(jnp.isfinite(g))) and bool(jnp.any(g != 0))
 
 
@@ -492,13 +505,13 @@ def test_auto_budget_resets_only_finished_envs_in_large_batches():
     env = VmapWrapper(CountingReset(GridWorld(), counter), 64)
     assert env.max_resets_per_step == 4
     plain = VmapWrapper(GridWorld(), 64, max_resets_per_step=None)
-    state = plain.reset(key=jax.random.key(0))
+    state = jax.jit(plain.reset)(key=jax.random.key(0))
     done = jnp.arange(64) % 20 == 0  # 4 envs
     jax.effects_barrier()
     counter[0] = 0
     out = jax.jit(env.reset)(key=jax.random.key(1), state=state, done=done)
     jax.effects_barrier()
     assert counter[0] == 4
-    assert_tree_equal(out, plain.reset(key=jax.random.key(1), state=state, done=done))
+    assert_tree_equal(out, jax.jit(plain.reset)(key=jax.random.key(1), state=state, done=done))
     with pytest.raises(ValueError, match="'auto', None or a positive int"):
         VmapWrapper(GridWorld(), 64, max_resets_per_step="some")
