@@ -20,6 +20,7 @@ independent, and a reference that is handed the `n`-th draw of each slot in call
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -369,6 +370,36 @@ def run_flow(
     ):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return _run_flow(
+        book,
+        params,
+        episode_key,
+        decision_index,
+        start,
+        until,
+        max_events=int(max_events),
+        max_trades=int(max_trades),
+        num_agents=int(num_agents),
+    )
+
+
+# One jitted function at module level, so that the loop's program is traced and compiled
+# once per shape and static arguments. Called outside `jit` (an eager `env.step`), a
+# `lax.while_loop` whose body is a fresh closure compiles anew on every call (2-3 s a step
+# for the LOB env); inside an outer `jit` this is inlined and changes nothing.
+@functools.partial(jax.jit, static_argnames=("max_events", "max_trades", "num_agents"))
+def _run_flow(
+    book: Book,
+    params: FlowParams,
+    episode_key: Any,
+    decision_index: Any,
+    start: Any,
+    until: Any,
+    *,
+    max_events: int,
+    max_trades: int,
+    num_agents: int,
+) -> tuple[Book, FlowStats]:
     dtype = _float()
     lr = jnp.asarray(params.limit_rate, dtype)
     mr = jnp.asarray(params.market_rate, dtype)
