@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,13 +27,31 @@ SUBPACKAGES = ("envs", "finance", "rng", "testing", "adapters", "train", "spaces
 pytestmark = pytest.mark.xdist_group("dist")
 
 
+def _source_snapshot(dest: pathlib.Path) -> pathlib.Path:
+    """The files a build reads, copied: the checkout's own `build/` and `*.egg-info` (a stale
+    file list from an earlier build or editable install) and files other tests write while
+    this one builds cannot reach the build."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "parallax", dest / "parallax", ignore=skip)
+    (dest / "tests").mkdir()
+    for path in (ROOT / "tests").glob("test*.py"):  # setuptools puts these in the sdist
+        shutil.copy2(path, dest / "tests" / path.name)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, pathlib.Path]:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        check=True,
+    source = _source_snapshot(tmp_path_factory.mktemp("source"))
+    run = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
         capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, (
+        f"python -m build failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     )
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
