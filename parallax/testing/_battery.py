@@ -211,20 +211,15 @@ class Battery:
                     "the differential test compares one unbatched instance with the reference; "
                     "the env is a vector env"
                 )
-            session = self.session()
-            traced = session.traces["step"]
-            try:
+            with self.session().lent_step() as step_fn:
                 return check_matches_reference(
                     self.env(),
                     self.reference_factory(),
                     num_steps=self.num_steps,
                     **{"key": opts["key"]} if "key" in opts else {},
                     **dict(self.reference_options),
-                    # the session's jax.jit(env.step): the same program, compiled once
-                    _step_fn=session.step_j(),
+                    _step_fn=step_fn,
                 )
-            finally:  # its traces are not the recompilation check's to count
-                session.traces["step"] = traced
         if name == "marl_rules":
             if not self.session().kind.marl:
                 raise CheckSkipped(
@@ -232,14 +227,12 @@ class Battery:
                     "multi-agent rules do not apply"
                 )
             session = self.session()
-            traced = session.traces["step"]
-            try:
+            with session.lent_step() as step_fn:
                 return check_marl_env(
                     self.env(),
                     num_steps=int(opts.get("marl_num_steps", self.num_steps)),
                     disable_jit=session.disable_jit,
-                    # the session's jax.jit(env.step): the same program, compiled once
-                    _step_fn=session.step_j(),
+                    _step_fn=step_fn,
                     **{
                         k: opts[k]
                         for k in (
@@ -252,8 +245,6 @@ class Battery:
                         if k in opts
                     },
                 )
-            finally:  # its traces are not the recompilation check's to count
-                session.traces["step"] = traced
         if name == "invariant_sweep":
             session = self.session()
             invariants = invariants_of(self.env(), opts.get("invariants"))

@@ -12,7 +12,8 @@ This module imports no rule module, so every rule module (and `_marl`, `_batch`,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -111,6 +112,17 @@ class EnvSession:
     def vroll(self) -> Rollout:
         """`jax.jit(jax.vmap(lax.scan rollout))` over the `num_keys` env keys (host arrays)."""
         return self._cached("vroll", lambda: self.vscan()(self.sched_all).host())
+
+    @contextlib.contextmanager
+    def lent_step(self) -> Iterator[Any]:
+        """`step_j()` lent to another check (`marl_rules`, `matches_reference`): the same
+        compiled program, and the traces it causes are not counted for the recompilation
+        check."""
+        traced = self.traces["step"]
+        try:
+            yield self.step_j()
+        finally:
+            self.traces["step"] = traced
 
     def step_j(self) -> Any:
         """`jax.jit(env.step)`, counting its traces in `self.traces["step"]`."""
