@@ -22,6 +22,9 @@ import parallax
 from parallax import AutoResetWrapper, TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.envs import GridWorld
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("autoreset_cost")
+
 N = 64  # the default budget is then N // 16 = 4 resets per step
 STEPS = 3
 _SKIP = {"get-tuple-element", "tuple", "parameter", "constant", "bitcast"}

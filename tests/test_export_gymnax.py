@@ -48,6 +48,9 @@ from parallax.adapters._to_gymnax import (
 from parallax.finance import almgren_chriss_policy
 from parallax.testing import TRANSFORM_TOLERANCE
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("export_gymnax")
+
 SMALL = {
     "GridWorld-v0": {},
     "Trading-v0": {"episode_length": 4, "lookback": 2},

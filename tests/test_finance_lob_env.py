@@ -26,6 +26,9 @@ from parallax.testing import BATTERY_CHECKS, run_battery
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("finance_lob_env")
+
 # A small limit and two-lot orders exercise the masks, partial fills and the limits often;
 # the last step is half an interval (session_length 120.5).
 SMALL = {

@@ -37,6 +37,10 @@ from parallax.testing import run_battery
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
 
+# one worker runs the whole file, so each module fixture (the tiny rollout, the battery run)
+# is built once per `make test`, not once per xdist worker
+pytestmark = pytest.mark.xdist_group("lob_market")
+
 FLOWS = {"default": {}, "thin": {"cancel_rate": 1.0}, "deep": {"cancel_rate": 0.1}}
 # shared with sekai: small limits and two-lot orders hit the masks and partial fills often
 SHARED = {"session_length": 40.5, "order_size": 2, "max_inventory": 5, "max_trades": 8}

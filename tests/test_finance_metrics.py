@@ -18,6 +18,9 @@ from parallax.finance import EpisodeReport, evaluate
 
 sm = pytest.importorskip("sekai.finance.metrics")
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("finance_metrics")
+
 PPY, RF, LEVEL = 12.0, 0.03, 0.9
 
 # metric name -> (parallax call, sekai call) on one series

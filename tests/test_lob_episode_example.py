@@ -9,6 +9,9 @@ import runpy
 import numpy as np
 import pytest
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("lob_episode_example")
+
 PATH = pathlib.Path(__file__).resolve().parents[1] / "examples" / "lob_episode.py"
 SESSION, LIMIT = 12.0, 2
 

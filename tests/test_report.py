@@ -29,6 +29,9 @@ from parallax.testing import (
 from parallax.testing import _cli as check_cli
 from parallax.testing._targets import load_target
 
+# one worker runs this file, so its module fixtures are built once per `make test`
+pytestmark = pytest.mark.xdist_group("report")
+
 CHECKS = "contract,matches_reference"
 TINY = ["--throughput-envs", "4,8", "--throughput-steps", "4", "--throughput-repeats", "1"]
 
