@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from test_finance_lob_flow import FlowShim, resting, sekai_resting
 
+from parallax.finance._invariants import scripted_policies_for
 from parallax.finance._lob import FlowParams, LimitOrderBookEnv
-from parallax.testing import BATTERY_CHECKS, run_battery
+from parallax.testing import BATTERY_CHECKS, CheckError, run_battery, run_scripted_policies
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
@@ -340,6 +341,120 @@ def test_battery() -> None:
     assert [o.check for o in outcomes] == [c for c in BATTERY_CHECKS if c in checks]
     failed = [f"{o.check}: {o.message}" for o in outcomes if o.status != "pass"]
     assert not failed, "\n\n".join(failed)
+
+
+# -- the rest of the battery, in x64; the scripted policies ------------------------------------
+
+# the checks `test_battery` does not run, each with its status on this single-agent env, and
+# the contract and structure checks again in x64 (they read the eager rollout the
+# boundary-action and structured-space checks need anyway)
+X64_STATUSES = {
+    "contract": "pass",
+    "structure_stable": "pass",
+    "no_recompilation": "pass",
+    "matches_reference": "skip",  # no reference factory: the differential test is above
+    "marl_rules": "skip",  # a single-agent env
+    "boundary_actions": "pass",
+    "auto_reset": "pass",
+    "scripted_policies": "pass",
+    "structured_spaces": "pass",  # the observation is a Dict
+}
+# a 3-step session inside 4-step rollouts: the session's own termination ends each episode
+# under the auto-reset (its TimeLimit, 8, is longer than the rollouts)
+X64_ENV = {**TINY, "session_length": 3.0}
+
+
+@pytest.fixture(scope="module")
+def battery_x64() -> dict[str, Any]:
+    """The checks `test_battery` leaves out, run once, under x64 (strict promotion: a module
+    fixture runs outside the suite's per-test `_strict_jax`)."""
+    with (
+        jax.enable_x64(True),
+        jax.numpy_dtype_promotion("strict"),
+        jax.numpy_rank_promotion("raise"),
+    ):
+        outcomes = run_battery(
+            lambda: LimitOrderBookEnv(**X64_ENV),
+            num_steps=4,
+            batch_size=2,
+            checks=list(X64_STATUSES),
+            options={"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2},
+        )
+    return {o.check: o for o in outcomes}
+
+
+def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
+    """The invariants hold on the float32 states with x64 on (the battery's x64 run has no
+    sweep: each is traced under x64 and strict promotion, where an int64 index once broke
+    `trade_log_consistent`)."""
+    env, _, states = tiny_rollout
+    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
+    with jax.enable_x64(True):
+        for name, fn in env.invariants.items():
+            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
+
+
+def test_battery_x64(battery_x64: dict[str, Any]) -> None:
+    # float32 only (test_battery): the compiled batched rollouts, 15-30 CPU-s each here
+    f32_only = {"jit_vmap_scan_agree", "determinism", "batch_independence", "invariant_sweep"}
+    # not run: XLA's compile of its jitted `parallax.rollout` of this env took over 300 CPU-s
+    not_run = {"training_parity"}
+    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - not_run
+    got = {name: o.status for name, o in battery_x64.items()}
+    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery_x64.items() if o.message)
+    assert got == X64_STATUSES, messages
+    assert "single-agent" in battery_x64["marl_rules"].message
+    assert "no reference" in battery_x64["matches_reference"].message
+    reports = {name: o.report for name, o in battery_x64.items() if o.status == "pass"}
+    assert reports["auto_reset"].stats["episodes_ended"] == 2  # both envs, at step 3
+    assert reports["scripted_policies"].passed == [
+        "never_quote_stays_flat",
+        "market_buy_stops_at_the_limit",
+    ]
+    assert reports["boundary_actions"].passed == ["in_range", "out_of_range"]
+    assert "gymnasium_export" in reports["structured_spaces"].passed
+
+
+class PhantomFill(LimitOrderBookEnv):
+    """Broken: every step books one lot bought at the mid that no order of the agent made."""
+
+    def step(self, state: Any, action: Any, params: Any = None) -> Any:
+        state = super().step(state, action, params)
+        es = state.env_state
+        account = dataclasses.replace(
+            es.account, inventory=es.account.inventory + 1, bought=es.account.bought + 1
+        )
+        return dataclasses.replace(state, env_state=dataclasses.replace(es, account=account))
+
+
+class NoLimit(LimitOrderBookEnv):
+    """Broken: steps as if the inventory limit were absent (the mask and the market order)."""
+
+    def step(self, state: Any, action: Any, params: Any = None) -> Any:
+        limit = self.max_inventory  # a read-only setting of a built env: set it around it
+        object.__setattr__(self, "max_inventory", 10**6)
+        try:
+            return super().step(state, action, params)
+        finally:
+            object.__setattr__(self, "max_inventory", limit)
+
+
+@pytest.mark.parametrize(
+    ("broken", "policy"),
+    [(PhantomFill, "never_quote_stays_flat"), (NoLimit, "market_buy_stops_at_the_limit")],
+)
+def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None:
+    """Each policy's outcome fails on an env that breaks the rule it states (float32, the
+    whole 6-step TINY session: with 2 lots allowed, 6 buys pass the limit)."""
+    env = broken(**TINY)
+    scripted = scripted_policies_for(env)
+    assert scripted is not None and list(scripted) == [
+        "never_quote_stays_flat",
+        "market_buy_stops_at_the_limit",
+    ]
+    assert scripted[policy]["num_steps"] == env.n_steps == 6
+    with pytest.raises(CheckError, match=f"scripted_policies/{policy}"):
+        run_scripted_policies(env, {policy: scripted[policy]}, jax.random.key(3), num_keys=2)
 
 
 def test_docstring_examples() -> None:

@@ -23,6 +23,7 @@ import pytest
 from test_finance_lob_env import EnvShim
 from test_finance_lob_flow import resting, sekai_resting
 
+from parallax.finance._invariants import scripted_policies_for
 from parallax.finance._lob import (
     FLOW_SLOTS,
     MARKET_SLOTS,
@@ -32,7 +33,12 @@ from parallax.finance._lob import (
     default_max_events,
 )
 from parallax.rng import reference
-from parallax.testing import run_battery
+from parallax.testing import (
+    BATTERY_CHECKS,
+    CheckError,
+    run_battery,
+    run_scripted_policies,
+)
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
@@ -444,3 +450,115 @@ def test_battery_marl_rules_and_invariants(battery: dict[str, Any]) -> None:
     assert list(battery) == ["contract", "marl_rules", "invariant_sweep"]
     failed = [f"{o.check}: {o.message}" for o in battery.values() if o.status not in ("pass",)]
     assert not failed, "\n\n".join(failed)
+
+
+# -- the rest of the battery, in x64; the scripted policies ------------------------------------
+
+# the checks the `battery` fixture does not run, each with its status on this MARL env, and
+# the contract check again in x64 (it reads the eager rollout the boundary-action and
+# structured-space checks need anyway)
+X64_STATUSES = {
+    "contract": "pass",
+    "structure_stable": "pass",
+    "no_recompilation": "pass",
+    "matches_reference": "skip",  # no reference factory: the differential test is above
+    "boundary_actions": "pass",
+    "auto_reset": "pass",
+    "scripted_policies": "pass",  # the scripted check runs MARL envs (MARLState.done)
+    "structured_spaces": "pass",  # a Dict observation; the Gymnasium export is single-agent
+}
+# a 3-unit session: at least 3 steps (trader 0 waits at most 1.3), so the auto-reset's
+# TimeLimit of 3 ends every episode at step 3 of the 4-step rollouts
+X64_ENV = {**TINY, "session_length": 3.0}
+
+
+@pytest.fixture(scope="module")
+def battery_x64() -> dict[str, Any]:
+    """The checks the `battery` fixture leaves out, run once, under x64 (strict promotion:
+    a module fixture runs outside the suite's per-test `_strict_jax`)."""
+    with (
+        jax.enable_x64(True),
+        jax.numpy_dtype_promotion("strict"),
+        jax.numpy_rank_promotion("raise"),
+    ):
+        outcomes = run_battery(
+            lambda: LimitOrderBookMarketEnv(**X64_ENV),
+            num_steps=4,
+            batch_size=2,
+            checks=list(X64_STATUSES),
+            options={"disable_jit": False, "scripted_keys": 2},
+        )
+    return {o.check: o for o in outcomes}
+
+
+def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
+    """The invariants hold on the float32 states with x64 on (traced under x64 and strict
+    promotion, as the battery's x64 run would sweep them)."""
+    env, _, states = tiny_rollout
+    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
+    with jax.enable_x64(True):
+        for name, fn in env.invariants.items():
+            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
+
+
+def test_battery_x64(battery_x64: dict[str, Any]) -> None:
+    # not in x64: the compiled batched rollouts (15-30 CPU-s each here; training parity
+    # compiles five, 82 CPU-s), and the MARL rules and the sweep, which run in float32 (the
+    # `battery` fixture)
+    not_x64 = {"jit_vmap_scan_agree", "determinism", "batch_independence", "training_parity"}
+    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - not_x64 - {"marl_rules", "invariant_sweep"}
+    got = {name: o.status for name, o in battery_x64.items()}
+    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery_x64.items() if o.message)
+    assert got == X64_STATUSES, messages
+    assert "no reference" in battery_x64["matches_reference"].message
+    reports = {name: o.report for name, o in battery_x64.items() if o.status == "pass"}
+    assert reports["auto_reset"].stats["episodes_ended"] == 2  # both envs, at step 3
+    assert reports["scripted_policies"].passed == [
+        "never_quote_stays_flat",
+        "market_buy_stops_at_the_limit",
+    ]
+    assert reports["boundary_actions"].passed == ["in_range", "out_of_range"]
+    assert "gymnasium_export" not in reports["structured_spaces"].passed
+
+
+class PhantomFill(LimitOrderBookMarketEnv):
+    """Broken: every step books trader 0 one lot bought that no order of its made."""
+
+    def step(self, state: Any, action: Any, params: Any = None) -> Any:
+        state = super().step(state, action, params)
+        es = state.env_state
+        accounts = dataclasses.replace(
+            es.accounts,
+            inventory=es.accounts.inventory.at[0].add(1),
+            bought=es.accounts.bought.at[0].add(1),
+        )
+        return dataclasses.replace(state, env_state=dataclasses.replace(es, accounts=accounts))
+
+
+class NoLimit(LimitOrderBookMarketEnv):
+    """Broken: steps as if the inventory limit were absent (the masks and the market orders)."""
+
+    def step(self, state: Any, action: Any, params: Any = None) -> Any:
+        limit, self.max_inventory = self.max_inventory, 10**6
+        try:
+            return super().step(state, action, params)
+        finally:
+            self.max_inventory = limit
+
+
+@pytest.mark.parametrize(
+    ("broken", "policy"),
+    [(PhantomFill, "never_quote_stays_flat"), (NoLimit, "market_buy_stops_at_the_limit")],
+)
+def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None:
+    """Each policy's outcome fails on a market that breaks the rule it states (float32, the
+    TINY market: trader 0 decides about 6 times, and 2 lots are allowed)."""
+    env = broken(**TINY)
+    scripted = scripted_policies_for(env)
+    assert scripted is not None and list(scripted) == [
+        "never_quote_stays_flat",
+        "market_buy_stops_at_the_limit",
+    ]
+    assert scripted[policy]["num_steps"] == 16  # 9 + 6 decisions at the shortest waits, + 1
+    with pytest.raises(CheckError, match=f"scripted_policies/{policy}"):
+        run_scripted_policies(env, {policy: scripted[policy]}, jax.random.key(3), num_keys=2)

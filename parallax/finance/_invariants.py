@@ -1,7 +1,9 @@
-"""Invariants and scripted policies of the four bundled finance envs, for the battery.
+"""Invariants and scripted policies of the bundled finance envs, for the battery.
 
 - `invariants_for(env)`: `{name: fn(state) -> bool array}` for a `TradingEnv`,
-  `PortfolioEnv`, `MarketMakingEnv` or `OptimalExecutionEnv` (None for any other env).
+  `PortfolioEnv`, `MarketMakingEnv` or `OptimalExecutionEnv` (None for any other env); the
+  limit order book envs' (`LimitOrderBookEnv`, `LimitOrderBookMarketEnv`) come from
+  `parallax.finance._lob._invariants` and `._market_invariants`.
   `parallax.testing`'s invariant sweep evaluates them on every state of many envs and steps.
 - `scripted_policies_for(env)`: `{name: {"policy", "expect", "num_steps", "measure",
   "description"}}`, two per env: a policy `policy(key, state) -> action` for one instance,
@@ -40,7 +42,14 @@ def _close(a: Any, b: Any, rel: float, scale: Any = 0.0) -> Any:
 
 def _kind(env: Any) -> str | None:
     name = type(env).__name__
-    known = ("TradingEnv", "PortfolioEnv", "MarketMakingEnv", "OptimalExecutionEnv")
+    known = (
+        "TradingEnv",
+        "PortfolioEnv",
+        "MarketMakingEnv",
+        "OptimalExecutionEnv",
+        "LimitOrderBookEnv",
+        "LimitOrderBookMarketEnv",
+    )
     for base in type(env).__mro__:
         if base.__name__ in known and base.__module__.startswith("parallax.finance"):
             return base.__name__
@@ -159,11 +168,25 @@ def _execution_invariants(env: Any) -> dict[str, Invariant]:
     }
 
 
+def _lob_invariants(env: Any) -> dict[str, Invariant]:
+    from ._lob._invariants import lob_invariants
+
+    return lob_invariants(env)
+
+
+def _lob_market_invariants(env: Any) -> dict[str, Invariant]:
+    from ._lob._market_invariants import market_invariants
+
+    return market_invariants(env)
+
+
 _INVARIANTS = {
     "TradingEnv": _trading_invariants,
     "PortfolioEnv": _portfolio_invariants,
     "MarketMakingEnv": _market_making_invariants,
     "OptimalExecutionEnv": _execution_invariants,
+    "LimitOrderBookEnv": _lob_invariants,
+    "LimitOrderBookMarketEnv": _lob_market_invariants,
 }
 
 
@@ -356,11 +379,25 @@ def _execution_scripts(env: Any) -> dict[str, dict[str, Any]]:
     }
 
 
+def _lob_scripts(env: Any) -> dict[str, dict[str, Any]]:
+    from ._lob._invariants import lob_scripted_policies
+
+    return lob_scripted_policies(env)
+
+
+def _lob_market_scripts(env: Any) -> dict[str, dict[str, Any]]:
+    from ._lob._market_invariants import market_scripted_policies
+
+    return market_scripted_policies(env)
+
+
 _SCRIPTS = {
     "TradingEnv": _trading_scripts,
     "PortfolioEnv": _portfolio_scripts,
     "MarketMakingEnv": _market_making_scripts,
     "OptimalExecutionEnv": _execution_scripts,
+    "LimitOrderBookEnv": _lob_scripts,
+    "LimitOrderBookMarketEnv": _lob_market_scripts,
 }
 
 

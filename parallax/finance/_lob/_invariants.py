@@ -1,8 +1,11 @@
-"""Invariants of `LimitOrderBookEnv`, for the battery's invariant sweep.
+"""Invariants and scripted policies of `LimitOrderBookEnv`, for the battery.
 
 - `lob_invariants(env)`: `{name: fn(state) -> bool array}`, the form of
   `parallax.finance._invariants.invariants_for`; `LimitOrderBookEnv.invariants` returns it,
   so the sweep finds it on the env.
+- `lob_scripted_policies(env)`: two scripted policies with their exact outcomes, the form
+  of `parallax.finance._invariants.scripted_policies_for`, which returns them for the env
+  (the battery's `scripted_policies` check finds them there).
 
 Each function reads only the `State` it is given and the env's static configuration, so it
 runs under `jit` and `vmap`. The wealth identity allows relative `1e-5` of the magnitudes
@@ -15,8 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["lob_invariants"]
+__all__ = ["lob_invariants", "lob_scripted_policies"]
 
 _ONE_STEP = 1e-5
 
@@ -70,7 +74,7 @@ def lob_invariants(env: Any) -> dict[str, Callable[[Any], Any]]:
         mask = state.observation["trades"]["mask"]
         n = mask.shape[0]
         marked = jnp.sum(mask, dtype=jnp.int32) == trades.count
-        first = mask == (jnp.arange(n) < trades.count).astype(mask.dtype)
+        first = mask == (jnp.arange(n, dtype=jnp.int32) < trades.count).astype(mask.dtype)
         sizes = jnp.where(trades.count >= n, jnp.all(trades.size >= 1), True)
         sides = jnp.all((mask == 0) | (jnp.abs(state.observation["trades"]["values"][:, 2]) == 1.0))
         return marked & jnp.all(first) & sizes & sides
@@ -80,4 +84,104 @@ def lob_invariants(env: Any) -> dict[str, Callable[[Any], Any]]:
         "no_crossed_book": no_crossed_book,
         "volume_conserved": volume_conserved,
         "trade_log_consistent": trade_log_consistent,
+    }
+
+
+# -- scripted policies ---------------------------------------------------------------------------
+def _steps(x: Any) -> Any:
+    """`x[t + 1] - x[t]` along the trajectory's time axis (the change each step made)."""
+    return x[1:] - x[:-1]
+
+
+def _no_agent_orders(book: Any, owners: Any) -> Any:
+    """No resting order of `owners` (an int or an int array) in the book, per state."""
+    ids = jnp.asarray(owners, jnp.int32).reshape((1,) * book.owner.ndim + (-1,))
+    mine = jnp.expand_dims(book.valid, -1) & (jnp.expand_dims(book.owner, -1) == ids)
+    return ~jnp.any(mine.reshape(mine.shape[0], -1), axis=1)
+
+
+def lob_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
+    """Scripted policies of a `LimitOrderBookEnv`, the form of
+    `parallax.finance._invariants.scripted_policies_for` (which returns them for the env).
+
+    Each runs `min(n_steps, 32)` steps from a reset (the whole session of a short one) and
+    states an exact consequence of sekai's rules:
+
+    - `never_quote_stays_flat`: action `[0, 0, 1]` (no bid, no ask, no market order) at every
+      step: the agent never has an order in the book, so no fill can reach it: inventory,
+      cash, bought, sold, `info["fills"]`, `info["wealth"]` and the reward are exactly 0 in
+      every state (the reward is the wealth change, 0, minus the penalty on 0 lots, 0).
+    - `market_buy_stops_at_the_limit`: action `[0, 0, 2]` (a market buy, no quotes) at every
+      step: the agent never rests an order and never sells, so `sold` stays 0, `bought`
+      equals the inventory, and each step adds between 0 and `order_size` lots (0 when the
+      ask side is short of lots) and takes cash exactly when it adds lots; the inventory
+      never exceeds `max_inventory`; the action mask allows a buy (market buy, and bid
+      levels >= 1) exactly while `inventory + order_size <= max_inventory`, and a step from
+      a state whose mask forbids the buy adds nothing.
+    """
+    limit, size = int(env.max_inventory), int(env.order_size)
+    steps = min(int(env.n_steps), 32)
+    hold = np.array([0, 0, 1], np.int32)
+    buy = np.array([0, 0, 2], np.int32)
+
+    def never_quote(traj: Any) -> Any:
+        states = traj.states
+        account, info = states.env_state.account, states.info
+        flat = (
+            (account.inventory == 0)
+            & (account.cash == 0)
+            & (account.bought == 0)
+            & (account.sold == 0)
+            & (info["fills"] == 0)
+            & (info["wealth"] == 0)
+            & (info["cash"] == 0)
+            & (states.reward == 0)
+        )
+        return flat & _no_agent_orders(states.env_state.book, 0)
+
+    def market_buy(traj: Any) -> Any:
+        states = traj.states
+        account = states.env_state.account
+        inventory = account.inventory
+        can_buy = inventory + size <= limit
+        bid_mask, _, market_mask = states.action_mask
+        mask_ok = (market_mask[:, 2] == can_buy) & jnp.all(
+            bid_mask[:, 1:] == can_buy[:, None], axis=1
+        )
+        per_state = (
+            (inventory >= 0)
+            & (inventory <= limit)
+            & (account.sold == 0)
+            & (account.bought == inventory)
+            & (account.cash <= 0)
+            & mask_ok
+            & _no_agent_orders(states.env_state.book, 0)
+        )
+        added, paid = _steps(inventory), _steps(account.cash)
+        per_step = (
+            (added >= 0)
+            & (added <= size)
+            & ((added > 0) == (paid < 0))
+            & (market_mask[:-1, 2] | (added == 0))
+        )
+        return jnp.concatenate([per_state, per_step])
+
+    return {
+        "never_quote_stays_flat": {
+            "policy": lambda key, state: jnp.asarray(hold),
+            "expect": never_quote,
+            "measure": lambda traj: traj.states.env_state.account.inventory,
+            "num_steps": steps,
+            "description": "never quoting nor trading ([0, 0, 1]): no order of the agent "
+            "rests, no fill; inventory, cash, fills, wealth and reward stay exactly 0",
+        },
+        "market_buy_stops_at_the_limit": {
+            "policy": lambda key, state: jnp.asarray(buy),
+            "expect": market_buy,
+            "measure": lambda traj: traj.states.env_state.account.inventory,
+            "num_steps": steps,
+            "description": "a market buy every step ([0, 0, 2]): each step adds 0 to "
+            "order_size lots and pays for them, nothing is sold, the inventory never exceeds "
+            "max_inventory and the mask forbids buying exactly at the limit",
+        },
     }

@@ -1,7 +1,10 @@
-"""Invariants of `LimitOrderBookMarketEnv`, per state (for tests and the battery's sweep).
+"""Invariants and scripted policies of `LimitOrderBookMarketEnv` (tests and the battery).
 
 - `market_invariants(env)`: `{name: fn(state) -> bool}`; `LimitOrderBookMarketEnv.invariants`
   returns it.
+- `market_scripted_policies(env)`: two scripted policies with their exact outcomes, the
+  form of `parallax.finance._invariants.scripted_policies_for`, which returns them for the
+  env (the battery's `scripted_policies` check finds them there).
 
 Each function reads only the `MARLState` it is given and the env's static configuration, so
 it runs under `jit` and `vmap`. The wealth identity allows relative `1e-5` of the magnitudes
@@ -14,8 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["market_invariants"]
+from ._invariants import _no_agent_orders, _steps
+
+__all__ = ["market_invariants", "market_scripted_policies"]
 
 _ONE_STEP = 1e-5
 
@@ -78,4 +84,98 @@ def market_invariants(env: Any) -> dict[str, Callable[[Any], Any]]:
         "no_crossed_book": no_crossed_book,
         "volume_conserved": volume_conserved,
         "inactive_slots_zero": inactive_slots_zero,
+    }
+
+
+# -- scripted policies ---------------------------------------------------------------------------
+def market_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
+    """Scripted policies of a `LimitOrderBookMarketEnv`, every trader doing the same.
+
+    Each runs enough steps for the session to end on the fastest clocks (every trader's
+    decisions at the shortest jittered wait, plus one; at most 32) and states an exact
+    consequence of sekai's rules:
+
+    - `never_quote_stays_flat`: every trader sends `[0, 0, 1]` (no quotes, no market order):
+      no trader ever has an order in the book, so no fill reaches any: every trader's
+      inventory, cash, bought, sold, `fills`, `wealth`, `step_reward` and `agents.reward` are
+      exactly 0 in every state.
+    - `market_buy_stops_at_the_limit`: every trader sends `[0, 0, 2]` (a market buy) at each
+      step: no trader rests an order, so a trader's position changes only on a step it acts
+      in (an inactive trader's action is ignored), by 0 to `order_size` lots, paying cash
+      exactly when it adds lots; nobody sells; every inventory stays within
+      `[0, max_inventory]`; each trader's mask allows a buy exactly while `inventory +
+      order_size <= max_inventory`, and a step from a state whose mask forbids a trader's
+      buy adds nothing to it.
+    """
+    n, limit, size = env.num_agents, int(env.max_inventory), int(env.order_size)
+    fastest = [d * (1.0 - env.jitter) for d in env.decision_intervals]
+    steps = min(32, sum(int(np.ceil(env.session_length / d)) for d in fastest) + 1)
+    hold = np.tile(np.array([0, 0, 1], np.int32), (n, 1))
+    buy = np.tile(np.array([0, 0, 2], np.int32), (n, 1))
+    owners = np.arange(n, dtype=np.int32)
+
+    def never_quote(traj: Any) -> Any:
+        states = traj.states
+        accounts, info = states.env_state.accounts, states.info
+        flat = (
+            (accounts.inventory == 0)
+            & (accounts.cash == 0)
+            & (accounts.bought == 0)
+            & (accounts.sold == 0)
+            & (info["fills"] == 0)
+            & (info["wealth"] == 0)
+            & (info["cash"] == 0)
+            & (info["step_reward"] == 0)
+            & (states.agents.reward == 0)
+        )
+        return jnp.all(flat, axis=1) & _no_agent_orders(states.env_state.book, owners)
+
+    def market_buy(traj: Any) -> Any:
+        states = traj.states
+        accounts = states.env_state.accounts
+        inventory = accounts.inventory  # (T + 1, A)
+        can_buy = inventory + size <= limit
+        bid_mask, _, market_mask = states.agents.action_mask
+        mask_ok = (market_mask[..., 2] == can_buy) & jnp.all(
+            bid_mask[..., 1:] == can_buy[..., None], axis=2
+        )
+        per_state = (
+            (inventory >= 0)
+            & (inventory <= limit)
+            & (accounts.sold == 0)
+            & (accounts.bought == inventory)
+            & (accounts.cash <= 0)
+            & mask_ok
+        )
+        per_state = jnp.all(per_state, axis=1) & _no_agent_orders(states.env_state.book, owners)
+        added, paid = _steps(inventory), _steps(accounts.cash)
+        acted = states.agents.active[:-1] & ~states.done[:-1, None]
+        per_step = (
+            (added >= 0)
+            & (added <= size)
+            & ((added > 0) == (paid < 0))
+            & (acted | (added == 0))
+            & (market_mask[:-1, :, 2] | (added == 0))
+        )
+        return jnp.concatenate([per_state, jnp.all(per_step, axis=1)])
+
+    return {
+        "never_quote_stays_flat": {
+            "policy": lambda key, state: jnp.asarray(hold),
+            "expect": never_quote,
+            "measure": lambda traj: traj.states.env_state.accounts.inventory,
+            "num_steps": steps,
+            "description": "no trader quotes or trades ([0, 0, 1] each): no trader's order "
+            "rests, no fill; every inventory, cash, fills, wealth and reward stays exactly 0",
+        },
+        "market_buy_stops_at_the_limit": {
+            "policy": lambda key, state: jnp.asarray(buy),
+            "expect": market_buy,
+            "measure": lambda traj: traj.states.env_state.accounts.inventory,
+            "num_steps": steps,
+            "description": "every trader sends a market buy each step ([0, 0, 2] each): a "
+            "position grows only on a step its trader acts in, by 0 to order_size lots paid "
+            "for, nothing is sold, no inventory exceeds max_inventory and each mask forbids "
+            "buying exactly at the limit",
+        },
     }
