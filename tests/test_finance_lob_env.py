@@ -364,23 +364,26 @@ X64_STATUSES = {
 X64_ENV = {**TINY, "session_length": 3.0}
 
 
-@pytest.fixture(scope="module")
-def battery_x64() -> dict[str, Any]:
-    """The checks `test_battery` leaves out, run once, under x64 (strict promotion: a module
-    fixture runs outside the suite's per-test `_strict_jax`)."""
+def battery_in_x64(make_env: Any, checks: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """`run_battery` over 4-step rollouts of 2 envs under x64, by check name. Strict promotion
+    is set here: a module fixture runs outside the suite's per-test `_strict_jax`."""
     with (
         jax.enable_x64(True),
         jax.numpy_dtype_promotion("strict"),
         jax.numpy_rank_promotion("raise"),
     ):
-        outcomes = run_battery(
-            lambda: LimitOrderBookEnv(**X64_ENV),
-            num_steps=4,
-            batch_size=2,
-            checks=list(X64_STATUSES),
-            options={"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2},
-        )
+        outcomes = run_battery(make_env, num_steps=4, batch_size=2, checks=checks, options=options)
     return {o.check: o for o in outcomes}
+
+
+@pytest.fixture(scope="module")
+def battery_x64() -> dict[str, Any]:
+    """The checks `test_battery` leaves out, run once, under x64."""
+    return battery_in_x64(
+        lambda: LimitOrderBookEnv(**X64_ENV),
+        list(X64_STATUSES),
+        {"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2},
+    )
 
 
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:

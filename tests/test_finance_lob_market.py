@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_finance_lob_env import EnvShim
+from test_finance_lob_env import EnvShim, battery_in_x64
 from test_finance_lob_flow import resting, sekai_resting
 
 from parallax.finance._invariants import scripted_policies_for
@@ -474,21 +474,12 @@ X64_ENV = {**TINY, "session_length": 3.0}
 
 @pytest.fixture(scope="module")
 def battery_x64() -> dict[str, Any]:
-    """The checks the `battery` fixture leaves out, run once, under x64 (strict promotion:
-    a module fixture runs outside the suite's per-test `_strict_jax`)."""
-    with (
-        jax.enable_x64(True),
-        jax.numpy_dtype_promotion("strict"),
-        jax.numpy_rank_promotion("raise"),
-    ):
-        outcomes = run_battery(
-            lambda: LimitOrderBookMarketEnv(**X64_ENV),
-            num_steps=4,
-            batch_size=2,
-            checks=list(X64_STATUSES),
-            options={"disable_jit": False, "scripted_keys": 2},
-        )
-    return {o.check: o for o in outcomes}
+    """The checks the `battery` fixture leaves out, run once, under x64."""
+    return battery_in_x64(
+        lambda: LimitOrderBookMarketEnv(**X64_ENV),
+        list(X64_STATUSES),
+        {"disable_jit": False, "scripted_keys": 2},
+    )
 
 
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
