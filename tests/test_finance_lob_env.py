@@ -386,15 +386,21 @@ def battery_x64() -> dict[str, Any]:
     )
 
 
+def assert_invariants_hold_in_x64(env: Any, states: Any) -> None:
+    """Each of `env.invariants`, traced under x64, holds on the first 2 envs' `(batch, time)`
+    float32 states."""
+    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
+    with jax.enable_x64(True):
+        for name, fn in env.invariants.items():
+            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
+
+
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     """The invariants hold on the float32 states with x64 on (the battery's x64 run has no
     sweep: each is traced under x64 and strict promotion, where an int64 index once broke
     `trade_log_consistent`)."""
     env, _, states = tiny_rollout
-    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
-    with jax.enable_x64(True):
-        for name, fn in env.invariants.items():
-            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
+    assert_invariants_hold_in_x64(env, states)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_finance_lob_env import EnvShim, battery_in_x64
+from test_finance_lob_env import EnvShim, assert_invariants_hold_in_x64, battery_in_x64
 from test_finance_lob_flow import resting, sekai_resting
 
 from parallax.finance._invariants import scripted_policies_for
@@ -486,10 +486,7 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     """The invariants hold on the float32 states with x64 on (traced under x64 and strict
     promotion, as the battery's x64 run would sweep them)."""
     env, _, states = tiny_rollout
-    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
-    with jax.enable_x64(True):
-        for name, fn in env.invariants.items():
-            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
+    assert_invariants_hold_in_x64(env, states)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
