@@ -403,24 +403,32 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     assert_invariants_hold_in_x64(env, states)
 
 
-def test_battery_x64(battery_x64: dict[str, Any]) -> None:
-    # float32 only (test_battery): the compiled batched rollouts, 15-30 CPU-s each here
-    f32_only = {"jit_vmap_scan_agree", "determinism", "batch_independence", "invariant_sweep"}
-    # not run: XLA's compile of its jitted `parallax.rollout` of this env took over 300 CPU-s
-    not_run = {"training_parity"}
-    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - not_run
-    got = {name: o.status for name, o in battery_x64.items()}
-    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery_x64.items() if o.message)
-    assert got == X64_STATUSES, messages
-    assert "single-agent" in battery_x64["marl_rules"].message
-    assert "no reference" in battery_x64["matches_reference"].message
-    reports = {name: o.report for name, o in battery_x64.items() if o.status == "pass"}
+def x64_battery_reports(battery: dict[str, Any], statuses: dict[str, str]) -> dict[str, Any]:
+    """Assert what both LOB envs' x64 batteries share (the exact statuses, the reference's
+    skip, both episodes ended by the auto-reset, both scripted policies, both boundary
+    cases) and return the passing checks' reports."""
+    got = {name: o.status for name, o in battery.items()}
+    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery.items() if o.message)
+    assert got == statuses, messages
+    assert "no reference" in battery["matches_reference"].message
+    reports = {name: o.report for name, o in battery.items() if o.status == "pass"}
     assert reports["auto_reset"].stats["episodes_ended"] == 2  # both envs, at step 3
     assert reports["scripted_policies"].passed == [
         "never_quote_stays_flat",
         "market_buy_stops_at_the_limit",
     ]
     assert reports["boundary_actions"].passed == ["in_range", "out_of_range"]
+    return reports
+
+
+def test_battery_x64(battery_x64: dict[str, Any]) -> None:
+    # float32 only (test_battery): the compiled batched rollouts, 15-30 CPU-s each here
+    f32_only = {"jit_vmap_scan_agree", "determinism", "batch_independence", "invariant_sweep"}
+    # not run: XLA's compile of its jitted `parallax.rollout` of this env took over 300 CPU-s
+    not_run = {"training_parity"}
+    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - not_run
+    reports = x64_battery_reports(battery_x64, X64_STATUSES)
+    assert "single-agent" in battery_x64["marl_rules"].message
     assert "gymnasium_export" in reports["structured_spaces"].passed
 
 

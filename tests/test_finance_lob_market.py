@@ -20,7 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_finance_lob_env import EnvShim, assert_invariants_hold_in_x64, battery_in_x64
+from test_finance_lob_env import (
+    EnvShim,
+    assert_invariants_hold_in_x64,
+    battery_in_x64,
+    x64_battery_reports,
+)
 from test_finance_lob_flow import resting, sekai_resting
 
 from parallax.finance._invariants import scripted_policies_for
@@ -495,17 +500,7 @@ def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # `battery` fixture)
     not_x64 = {"jit_vmap_scan_agree", "determinism", "batch_independence", "training_parity"}
     assert set(X64_STATUSES) == set(BATTERY_CHECKS) - not_x64 - {"marl_rules", "invariant_sweep"}
-    got = {name: o.status for name, o in battery_x64.items()}
-    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery_x64.items() if o.message)
-    assert got == X64_STATUSES, messages
-    assert "no reference" in battery_x64["matches_reference"].message
-    reports = {name: o.report for name, o in battery_x64.items() if o.status == "pass"}
-    assert reports["auto_reset"].stats["episodes_ended"] == 2  # both envs, at step 3
-    assert reports["scripted_policies"].passed == [
-        "never_quote_stays_flat",
-        "market_buy_stops_at_the_limit",
-    ]
-    assert reports["boundary_actions"].passed == ["in_range", "out_of_range"]
+    reports = x64_battery_reports(battery_x64, X64_STATUSES)
     assert "gymnasium_export" not in reports["structured_spaces"].passed
 
 
