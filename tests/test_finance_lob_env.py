@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from test_finance_lob_flow import FlowShim, resting, sekai_resting
 
+import parallax
+from parallax import VmapWrapper, random_actions, rng
 from parallax.finance._invariants import scripted_policies_for
 from parallax.finance._lob import FlowParams, LimitOrderBookEnv
 from parallax.testing import BATTERY_CHECKS, CheckError, run_battery, run_scripted_policies
@@ -228,13 +230,10 @@ TINY = {"session_length": 6.0, "warmup": 2.0, "max_inventory": 2, "max_trades": 
 
 
 @pytest.fixture(scope="module")
-def tiny_rollout() -> tuple[LimitOrderBookEnv, Any, Any]:
-    """Four float32 envs, vmapped, for a whole session of random actions."""
+def tiny_program() -> tuple[LimitOrderBookEnv, Any]:
+    """The float32 env and a jitted `rollout(keys, actions)`: each key's reset, then its
+    actions `(envs, steps, 3)`, stepped; the states `(envs, steps)`."""
     env = LimitOrderBookEnv(**TINY)
-    keys = jax.random.split(jax.random.key(7), 4)
-    actions = jax.vmap(
-        lambda k: jax.vmap(lambda kk: env.action_space.sample(key=kk))(jax.random.split(k, 6))
-    )(keys)
 
     @jax.jit
     def rollout(keys: Any, actions: Any) -> Any:
@@ -249,6 +248,17 @@ def tiny_rollout() -> tuple[LimitOrderBookEnv, Any, Any]:
 
         return jax.vmap(one)(keys, actions)
 
+    return env, rollout
+
+
+@pytest.fixture(scope="module")
+def tiny_rollout(tiny_program: Any) -> tuple[LimitOrderBookEnv, Any, Any]:
+    """Four float32 envs, vmapped, for a whole session of random actions."""
+    env, rollout = tiny_program
+    keys = jax.random.split(jax.random.key(7), 4)
+    actions = jax.vmap(
+        lambda k: jax.vmap(lambda kk: env.action_space.sample(key=kk))(jax.random.split(k, 6))
+    )(keys)
     return env, (keys, actions), rollout(keys, actions)
 
 
@@ -281,6 +291,42 @@ def test_vmap_equals_single_envs(tiny_rollout: Any) -> None:
     assert not np.array_equal(
         states.env_state.book.price[0, -1], states.env_state.book.price[1, -1]
     )
+
+
+def test_random_policy_rollout_equals_the_env_stepped_with_its_actions(
+    tiny_program: Any, tiny_rollout: Any
+) -> None:
+    """`parallax.rollout` with `parallax.random_actions` in one jitted program: the
+    trajectory is the env stepped with the actions it records. The policy's counter-based
+    draws once reached the book's update kernels, whose CPU compile then ran for minutes
+    (the `training_parity` check's program); this program compiles in seconds."""
+    env, fixture_rollout = tiny_program
+    keys = tiny_rollout[1][0]
+    venv = VmapWrapper(env, 4)
+    sample = random_actions(venv.action_space, 4)
+
+    def policy(key: Any, state: Any) -> Any:
+        return sample(rng.episode_key(key), jnp.uint32(0))
+
+    @jax.jit
+    def run(key: Any) -> Any:
+        return parallax.rollout(
+            venv, policy, key, 6, state=jax.vmap(lambda k: env.reset(key=k))(keys)
+        )
+
+    _, traj = run(jax.random.key(3))
+    actions = jnp.swapaxes(traj.action, 0, 1)
+    assert not np.array_equal(actions[0], actions[1])  # the policy's draws differ per env
+    # the fixture's compiled program (same shapes), stepped with those actions
+    stepped = fixture_rollout(keys, actions)
+    np.testing.assert_array_equal(traj.reward, jnp.swapaxes(stepped.reward, 0, 1))
+    np.testing.assert_array_equal(traj.termination, jnp.swapaxes(stepped.termination, 0, 1))
+    for a, b in zip(
+        jax.tree.leaves(traj.next_observation),
+        jax.tree.leaves(jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), stepped.observation)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:

@@ -321,7 +321,15 @@ def _submit(
 
     def update(field: jax.Array, opp_row: jax.Array, own_value: jax.Array) -> jax.Array:
         new_own = jnp.where(place, own_value, field[own])
-        return field.at[opp].set(opp_row).at[own].set(new_own)
+        # Both rows by selection, not `field.at[opp].set(...).at[own].set(...)`: under vmap
+        # that scatter becomes an in-place dynamic-update-slice fusion, and when the order
+        # comes from a policy's counter-based draws in the same program (e.g.
+        # `parallax.rollout` with `parallax.random_actions`), XLA's CPU fusion emitter
+        # (jaxlib 0.10) took minutes on that one kernel; the selects compile in seconds.
+        rows = jnp.arange(2, dtype=jnp.int32)[:, None]
+        return jnp.where(
+            rows == opp, opp_row[None, :], jnp.where(rows == own, new_own[None, :], field)
+        )
 
     valid = update(book.valid, new_opp_valid, jnp.asarray(True))
     last_fill_price = fill_price[jnp.maximum(count - 1, 0)]
