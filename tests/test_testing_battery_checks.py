@@ -20,6 +20,7 @@ from parallax.testing import (
     CheckSkipped,
     ScriptedPolicy,
     run_battery,
+    run_scripted_policies,
 )
 
 NEW_CHECKS = ["invariant_sweep", "boundary_actions", "auto_reset", "scripted_policies"]
@@ -315,6 +316,83 @@ def test_scripted_policy_passes_and_fails_on_a_planted_bug():
     error = _fails(OffByOneLine, "scripted_policies", **options)
     assert error.check == "scripted_policies/right"
     assert float(error.got) == 5.0 and "wall at 4" in str(error)
+
+
+class CountedLine(Line):
+    """`Line` that counts how often its `step` is traced."""
+
+    traces = 0
+
+    def step(self, state, action):
+        CountedLine.traces += 1
+        return super().step(state, action)
+
+
+def test_scripted_policies_of_one_action_type_share_one_program_and_keep_their_lengths():
+    seen = {}
+
+    def expect_length(name, num_steps, end):
+        def expect(traj):
+            seen[name] = (traj.states.env_state.shape, traj.actions.shape)
+            return traj.states.env_state[-1] == end
+
+        return expect
+
+    policies = {
+        "right": ScriptedPolicy(lambda k, s: jnp.int32(2), expect_length("right", 5, 4.0), 5),
+        # a Python int: cast to the others' int32, so it joins their program
+        "left": ScriptedPolicy(lambda k, s: 0, expect_length("left", 4, 0.0), 4),
+        "stay": ScriptedPolicy(
+            lambda k, s: jnp.int32(1),
+            lambda traj: traj.states.env_state[-1] == traj.states.env_state[0],
+            num_steps=2,
+        ),
+    }
+    # from any start in 0..4, four steps left end at 0 and five right at 4
+    env = CountedLine()
+    CountedLine.traces = 0
+    report = run_scripted_policies(env, policies, jax.random.key(0), num_keys=3)
+    assert report.passed == ["right", "left", "stay"]
+    assert CountedLine.traces == 1  # one program: step traced once for the three policies
+    # each expectation saw its own trajectory's length (one episode: vmapped over keys)
+    assert seen == {"right": ((6,), (5,)), "left": ((5,), (4,))}
+    # the shared program gives each policy the outcome it gets alone
+    one = {name: {name: pol} for name, pol in policies.items()}
+    for name in policies:
+        alone = run_scripted_policies(env, one[name], jax.random.key(0), num_keys=3)
+        assert alone.passed == [name]
+    # a failing policy is still named, with its own episode's measure
+    policies["right"] = ScriptedPolicy(
+        lambda k, s: jnp.int32(2),
+        lambda traj: traj.states.env_state[-1] == 3.0,
+        5,
+        measure=lambda traj: traj.states.env_state[-1],
+    )
+    with pytest.raises(CheckError) as info:
+        run_scripted_policies(env, policies, jax.random.key(0), num_keys=3)
+    assert info.value.check == "scripted_policies/right" and float(info.value.got) == 4.0
+    with pytest.raises(CheckError) as alone_info:
+        run_scripted_policies(env, {"right": policies["right"]}, jax.random.key(0), num_keys=3)
+    assert str(alone_info.value) == str(info.value)
+
+
+def test_scripted_policies_of_different_action_types_run_one_program_each():
+    policies = {
+        "int": ScriptedPolicy(lambda k, s: jnp.int32(2), lambda t: t.states.env_state[-1] == 4, 5),
+        "pair": ScriptedPolicy(
+            lambda k, s: (jnp.int32(2), jnp.int32(0)),
+            lambda t: t.states.env_state[-1] == 4,
+            5,
+        ),
+    }
+
+    class PairLine(CountedLine):
+        def step(self, state, action):
+            return super().step(state, action[0] if isinstance(action, tuple) else action)
+
+    CountedLine.traces = 0
+    report = run_scripted_policies(PairLine(), policies, jax.random.key(0), num_keys=2)
+    assert report.passed == ["int", "pair"] and CountedLine.traces == 2
 
 
 def test_scripted_policy_arguments_are_validated():

@@ -12,7 +12,9 @@
   env's `scripted_policies` attribute, or the bundled finance envs'.
 - `run_scripted_policies`: run each policy from `num_keys` resets inside
   `jax.jit(jax.vmap(lax.scan))` and raise `CheckError("scripted_policies/<name>")` at the
-  first key whose trajectory does not meet the expectation.
+  first key whose trajectory does not meet the expectation. Policies whose actions have one
+  structure, shapes and dtypes run in one program (the env's reset and step compile once,
+  which matters for an env that takes seconds to compile); the others one program each.
 
 A declaration is `{name: ScriptedPolicy}` or `{name: {"policy": ..., "expect": ..., and
 optionally "num_steps", "measure", "description"}}`.
@@ -20,6 +22,7 @@ optionally "num_steps", "measure", "description"}}`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -138,6 +141,13 @@ def scripted_policies_of(env: Any, declared: Any = None) -> dict[str, ScriptedPo
     return None
 
 
+def _outcome(scripted: ScriptedPolicy, traj: Trajectory) -> tuple[Any, Any]:
+    """`(all of expect(traj), measure(traj) or that flag)` for one episode."""
+    ok = jnp.all(jnp.asarray(scripted.expect(traj)))
+    measured = scripted.measure(traj) if scripted.measure is not None else ok
+    return ok, measured
+
+
 def _run_one(env: Any, scripted: ScriptedPolicy, keys: Any) -> Any:
     def episode(key: Any) -> tuple[Any, Any]:
         k_reset, k_policy = jax.random.split(key)
@@ -152,18 +162,85 @@ def _run_one(env: Any, scripted: ScriptedPolicy, keys: Any) -> Any:
         steps = jnp.arange(scripted.num_steps, dtype=jnp.int32)
         _, (posts, actions) = jax.lax.scan(body, s0, steps)
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, posts)
-        traj = Trajectory(states, actions)
-        ok = jnp.all(jnp.asarray(scripted.expect(traj)))
-        measured = scripted.measure(traj) if scripted.measure is not None else ok
-        return ok, measured
+        return _outcome(scripted, Trajectory(states, actions))
 
     return jax.jit(jax.vmap(episode))(keys)
+
+
+def _common_action(env: Any, policies: list[ScriptedPolicy], keys: Any) -> Any:
+    """The one action structure (shapes and dtypes) every policy returns from a reset
+    state, or None when they differ (then each policy runs in its own program)."""
+    state = jax.eval_shape(lambda k: env.reset(key=k), keys[0])
+    shapes = [
+        jax.eval_shape(lambda k, s, p=p: jax.tree.map(jnp.asarray, p.policy(k, s)), keys[0], state)
+        for p in policies
+    ]
+    first: Any = jax.tree.structure(shapes[0])
+    same = all(jax.tree.structure(a) == first for a in shapes) and all(
+        a.shape == b.shape and a.dtype == b.dtype
+        for other in shapes[1:]
+        for a, b in zip(jax.tree.leaves(shapes[0]), jax.tree.leaves(other), strict=True)
+    )
+    return shapes[0] if same else None
+
+
+def _run_together(
+    env: Any, policies: list[ScriptedPolicy], keys: Any, action: Any
+) -> list[tuple[Any, Any]]:
+    """Every policy's episodes in one compiled program, the env's reset and step traced
+    once: `jax.vmap` over (policy, key) of a scan as long as the longest policy, the action
+    chosen by `lax.switch` on the policy's index. Policy `p` stops stepping after its own
+    `num_steps` (its last state repeats), so its first `num_steps[p]` steps are those it
+    takes alone; each outcome is then read from that part of its trajectory."""
+    longest = max(p.num_steps for p in policies)
+    limits = jnp.asarray([p.num_steps for p in policies], jnp.int32)
+
+    def choose(p: Any, key: Any, state: Any) -> Any:
+        branches = [
+            lambda k, s, pol=pol: jax.tree.map(
+                lambda x, like: jnp.asarray(x, like.dtype), pol.policy(k, s), action
+            )
+            for pol in policies
+        ]
+        return jax.lax.switch(p, branches, key, state)
+
+    def episode(p: Any, key: Any) -> tuple[Any, Any]:
+        k_reset, k_policy = jax.random.split(key)
+        s0 = env.reset(key=k_reset)
+
+        def body(state: Any, t: Any) -> tuple[Any, tuple[Any, Any]]:
+            act = choose(p, jax.random.fold_in(k_policy, t), state)
+            stop = state.done | (t >= limits[p])
+            nxt = jax.lax.cond(stop, lambda: state, lambda: env.step(state, act))
+            return nxt, (nxt, act)
+
+        _, (posts, actions) = jax.lax.scan(body, s0, jnp.arange(longest, dtype=jnp.int32))
+        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, posts)
+        return states, actions
+
+    index = jnp.arange(len(policies), dtype=jnp.int32)
+    per_key = jax.vmap(episode, in_axes=(None, 0))
+    states, actions = jax.jit(jax.vmap(per_key, in_axes=(0, None)))(index, keys)
+    outcomes = []
+    for i, pol in enumerate(policies):
+        n = pol.num_steps
+        traj = Trajectory(
+            jax.tree.map(lambda x, i=i, n=n: x[i, :, : n + 1], states),
+            jax.tree.map(lambda x, i=i, n=n: x[i, :, :n], actions),
+        )
+        outcomes.append(jax.jit(jax.vmap(functools.partial(_outcome, pol)))(traj))
+    return outcomes
 
 
 def run_scripted_policies(
     env: Any, scripted: Mapping[str, ScriptedPolicy], key: Any, *, num_keys: int = 4
 ) -> CheckReport:
     """Run every scripted policy from `num_keys` resets; raise at the first unmet outcome.
+
+    Policies that return actions of one structure, shapes and dtypes (as `jnp.asarray`
+    makes them) share one compiled program: the env is traced once
+    and each policy's steps are chosen by `lax.switch`; each outcome is read from the first
+    `num_steps` steps of that policy's episodes, exactly what running it alone gives.
 
     Args:
         env: a single (unbatched) env.
@@ -183,8 +260,13 @@ def run_scripted_policies(
         raise ValueError(f"{_OWNER}: num_keys must be a positive int, got {num_keys!r}")
     keys = jax.random.split(key, num_keys)
     report = CheckReport(_OWNER)
-    for name, policy in policies.items():
-        ok, measured = _run_one(env, policy, keys)
+    scripted_list = list(policies.values())
+    action = _common_action(env, scripted_list, keys) if len(scripted_list) > 1 else None
+    if action is not None:  # one program for all: the env compiles once
+        outcomes = _run_together(env, scripted_list, keys, action)
+    else:
+        outcomes = [_run_one(env, policy, keys) for policy in scripted_list]
+    for (name, policy), (ok, measured) in zip(policies.items(), outcomes, strict=True):
         ok = np.asarray(ok)
         if not ok.all():
             i = int(np.argwhere(~ok)[0][0])
