@@ -148,68 +148,41 @@ def _outcome(scripted: ScriptedPolicy, traj: Trajectory) -> tuple[Any, Any]:
     return ok, measured
 
 
-def _run_one(env: Any, scripted: ScriptedPolicy, keys: Any) -> Any:
-    def episode(key: Any) -> tuple[Any, Any]:
-        k_reset, k_policy = jax.random.split(key)
-        s0 = env.reset(key=k_reset)
-
-        def body(state: Any, t: Any) -> tuple[Any, tuple[Any, Any]]:
-            action = scripted.policy(jax.random.fold_in(k_policy, t), state)
-            # a finished episode is not stepped again: its last state repeats
-            nxt = jax.lax.cond(state.done, lambda: state, lambda: env.step(state, action))
-            return nxt, (nxt, action)
-
-        steps = jnp.arange(scripted.num_steps, dtype=jnp.int32)
-        _, (posts, actions) = jax.lax.scan(body, s0, steps)
-        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, posts)
-        return _outcome(scripted, Trajectory(states, actions))
-
-    return jax.jit(jax.vmap(episode))(keys)
+def _action_signature(policy: ScriptedPolicy, key: Any, state: Any) -> tuple[Any, ...]:
+    """What `policy` returns from a state shaped like `state`, as `jnp.asarray` makes it:
+    `(treedef, ((shape, dtype), ...))`; policies with equal signatures share a program."""
+    out = jax.eval_shape(lambda k, s: jax.tree.map(jnp.asarray, policy.policy(k, s)), key, state)
+    leaves, treedef = jax.tree.flatten(out)
+    return treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves)
 
 
-def _common_action(env: Any, policies: list[ScriptedPolicy], keys: Any) -> Any:
-    """The one action structure (shapes and dtypes) every policy returns from a reset
-    state, or None when they differ (then each policy runs in its own program)."""
-    state = jax.eval_shape(lambda k: env.reset(key=k), keys[0])
-    shapes = [
-        jax.eval_shape(lambda k, s, p=p: jax.tree.map(jnp.asarray, p.policy(k, s)), keys[0], state)
-        for p in policies
-    ]
-    first: Any = jax.tree.structure(shapes[0])
-    same = all(jax.tree.structure(a) == first for a in shapes) and all(
-        a.shape == b.shape and a.dtype == b.dtype
-        for other in shapes[1:]
-        for a, b in zip(jax.tree.leaves(shapes[0]), jax.tree.leaves(other), strict=True)
-    )
-    return shapes[0] if same else None
-
-
-def _run_together(
-    env: Any, policies: list[ScriptedPolicy], keys: Any, action: Any
+def _run_group(
+    env: Any, policies: list[ScriptedPolicy], keys: Any, dtypes: list[Any]
 ) -> list[tuple[Any, Any]]:
-    """Every policy's episodes in one compiled program, the env's reset and step traced
-    once: `jax.vmap` over (policy, key) of a scan as long as the longest policy, the action
-    chosen by `lax.switch` on the policy's index. Policy `p` stops stepping after its own
-    `num_steps` (its last state repeats), so its first `num_steps[p]` steps are those it
-    takes alone; each outcome is then read from that part of its trajectory."""
+    """The episodes of `policies` (whose actions share one signature, leaf dtypes `dtypes`)
+    in one compiled program, the env's reset and step traced once: `jax.vmap` over (policy,
+    key) of a scan as long as the longest policy, the action chosen by `lax.switch` on the
+    policy's index. Policy `p` stops stepping after its own `num_steps` (its last state
+    repeats), so its first `num_steps[p]` steps are those it takes alone; each outcome is
+    then read from that part of its trajectory."""
     longest = max(p.num_steps for p in policies)
     limits = jnp.asarray([p.num_steps for p in policies], jnp.int32)
 
-    def choose(p: Any, key: Any, state: Any) -> Any:
-        branches = [
-            lambda k, s, pol=pol: jax.tree.map(
-                lambda x, like: jnp.asarray(x, like.dtype), pol.policy(k, s), action
-            )
-            for pol in policies
-        ]
-        return jax.lax.switch(p, branches, key, state)
+    def cast(action: Any) -> Any:
+        leaves, treedef = jax.tree.flatten(action)
+        cast_leaves = [jnp.asarray(x, d) for x, d in zip(leaves, dtypes, strict=True)]
+        return jax.tree.unflatten(treedef, cast_leaves)
+
+    branches = [lambda k, s, pol=pol: cast(pol.policy(k, s)) for pol in policies]
 
     def episode(p: Any, key: Any) -> tuple[Any, Any]:
         k_reset, k_policy = jax.random.split(key)
         s0 = env.reset(key=k_reset)
 
         def body(state: Any, t: Any) -> tuple[Any, tuple[Any, Any]]:
-            act = choose(p, jax.random.fold_in(k_policy, t), state)
+            act = jax.lax.switch(p, branches, jax.random.fold_in(k_policy, t), state)
+            # a finished episode, or a policy past its own length, is not stepped again:
+            # its last state repeats
             stop = state.done | (t >= limits[p])
             nxt = jax.lax.cond(stop, lambda: state, lambda: env.step(state, act))
             return nxt, (nxt, act)
@@ -221,15 +194,17 @@ def _run_together(
     index = jnp.arange(len(policies), dtype=jnp.int32)
     per_key = jax.vmap(episode, in_axes=(None, 0))
     states, actions = jax.jit(jax.vmap(per_key, in_axes=(0, None)))(index, keys)
-    outcomes = []
-    for i, pol in enumerate(policies):
-        n = pol.num_steps
+
+    def outcome(i: int, states: Any, actions: Any) -> tuple[Any, Any]:
+        n = policies[i].num_steps
         traj = Trajectory(
-            jax.tree.map(lambda x, i=i, n=n: x[i, :, : n + 1], states),
-            jax.tree.map(lambda x, i=i, n=n: x[i, :, :n], actions),
+            jax.tree.map(lambda x: x[i, :, : n + 1], states),
+            jax.tree.map(lambda x: x[i, :, :n], actions),
         )
-        outcomes.append(jax.jit(jax.vmap(functools.partial(_outcome, pol)))(traj))
-    return outcomes
+        return jax.vmap(functools.partial(_outcome, policies[i]))(traj)
+
+    # the slices inside each outcome's program, not one eager slice per leaf
+    return [jax.jit(functools.partial(outcome, i))(states, actions) for i in range(len(policies))]
 
 
 def run_scripted_policies(
@@ -238,9 +213,9 @@ def run_scripted_policies(
     """Run every scripted policy from `num_keys` resets; raise at the first unmet outcome.
 
     Policies that return actions of one structure, shapes and dtypes (as `jnp.asarray`
-    makes them) share one compiled program: the env is traced once
-    and each policy's steps are chosen by `lax.switch`; each outcome is read from the first
-    `num_steps` steps of that policy's episodes, exactly what running it alone gives.
+    makes them) share one compiled program: the env is traced once and each policy's steps
+    are chosen by `lax.switch`; each outcome is read from the first `num_steps` steps of
+    that policy's episodes, exactly what running it alone gives.
 
     Args:
         env: a single (unbatched) env.
@@ -260,13 +235,18 @@ def run_scripted_policies(
         raise ValueError(f"{_OWNER}: num_keys must be a positive int, got {num_keys!r}")
     keys = jax.random.split(key, num_keys)
     report = CheckReport(_OWNER)
-    scripted_list = list(policies.values())
-    action = _common_action(env, scripted_list, keys) if len(scripted_list) > 1 else None
-    if action is not None:  # one program for all: the env compiles once
-        outcomes = _run_together(env, scripted_list, keys, action)
-    else:
-        outcomes = [_run_one(env, policy, keys) for policy in scripted_list]
-    for (name, policy), (ok, measured) in zip(policies.items(), outcomes, strict=True):
+    # one program per action signature: the env compiles once per group, not per policy
+    state = jax.eval_shape(lambda k: env.reset(key=k), keys[0])
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, policy in policies.items():
+        groups.setdefault(_action_signature(policy, keys[0], state), []).append(name)
+    outcomes: dict[str, tuple[Any, Any]] = {}
+    for (_, leaves), names in groups.items():
+        dtypes = [dtype for _, dtype in leaves]
+        ran = _run_group(env, [policies[n] for n in names], keys, dtypes)
+        outcomes.update(zip(names, ran, strict=True))
+    for name, policy in policies.items():
+        ok, measured = outcomes[name]
         ok = np.asarray(ok)
         if not ok.all():
             i = int(np.argwhere(~ok)[0][0])
