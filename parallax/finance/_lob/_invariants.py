@@ -93,6 +93,52 @@ def _steps(x: Any) -> Any:
     return x[1:] - x[:-1]
 
 
+def _account_flat(account: Any, info: Any) -> Any:
+    """Inventory, cash, bought, sold and `info`'s fills, wealth and cash all exactly 0, per
+    state (and per trader for the market's accounts)."""
+    return (
+        (account.inventory == 0)
+        & (account.cash == 0)
+        & (account.bought == 0)
+        & (account.sold == 0)
+        & (info["fills"] == 0)
+        & (info["wealth"] == 0)
+        & (info["cash"] == 0)
+    )
+
+
+def _bought_within_limit(account: Any, action_mask: Any, size: int, limit: int) -> Any:
+    """Per state (and trader): inventory in `[0, limit]`, all of it bought, nothing sold,
+    cash not above 0, and the mask allowing a buy (market buy, bid levels >= 1) exactly
+    while `inventory + size <= limit`."""
+    inventory = account.inventory
+    can_buy = inventory + size <= limit
+    bid_mask, _, market_mask = action_mask
+    mask_ok = (market_mask[..., 2] == can_buy) & jnp.all(
+        bid_mask[..., 1:] == can_buy[..., None], axis=-1
+    )
+    return (
+        (inventory >= 0)
+        & (inventory <= limit)
+        & (account.sold == 0)
+        & (account.bought == inventory)
+        & (account.cash <= 0)
+        & mask_ok
+    )
+
+
+def _buy_steps(account: Any, market_mask: Any, size: int) -> Any:
+    """Per step (and trader): 0 to `size` lots added, cash paid exactly when lots are added,
+    and nothing added from a state whose mask forbids the market buy."""
+    added, paid = _steps(account.inventory), _steps(account.cash)
+    return (
+        (added >= 0)
+        & (added <= size)
+        & ((added > 0) == (paid < 0))
+        & (market_mask[:-1, ..., 2] | (added == 0))
+    )
+
+
 def _no_agent_orders(book: Any, owners: Any) -> Any:
     """No resting order of `owners` (an int or an int array) in the book, per state."""
     ids = jnp.asarray(owners, jnp.int32).reshape((1,) * book.owner.ndim + (-1,))
@@ -126,44 +172,15 @@ def lob_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
 
     def never_quote(traj: Any) -> Any:
         states = traj.states
-        account, info = states.env_state.account, states.info
-        flat = (
-            (account.inventory == 0)
-            & (account.cash == 0)
-            & (account.bought == 0)
-            & (account.sold == 0)
-            & (info["fills"] == 0)
-            & (info["wealth"] == 0)
-            & (info["cash"] == 0)
-            & (states.reward == 0)
-        )
+        flat = _account_flat(states.env_state.account, states.info) & (states.reward == 0)
         return flat & _no_agent_orders(states.env_state.book, 0)
 
     def market_buy(traj: Any) -> Any:
         states = traj.states
         account = states.env_state.account
-        inventory = account.inventory
-        can_buy = inventory + size <= limit
-        bid_mask, _, market_mask = states.action_mask
-        mask_ok = (market_mask[:, 2] == can_buy) & jnp.all(
-            bid_mask[:, 1:] == can_buy[:, None], axis=1
-        )
-        per_state = (
-            (inventory >= 0)
-            & (inventory <= limit)
-            & (account.sold == 0)
-            & (account.bought == inventory)
-            & (account.cash <= 0)
-            & mask_ok
-            & _no_agent_orders(states.env_state.book, 0)
-        )
-        added, paid = _steps(inventory), _steps(account.cash)
-        per_step = (
-            (added >= 0)
-            & (added <= size)
-            & ((added > 0) == (paid < 0))
-            & (market_mask[:-1, 2] | (added == 0))
-        )
+        per_state = _bought_within_limit(account, states.action_mask, size, limit)
+        per_state = per_state & _no_agent_orders(states.env_state.book, 0)
+        per_step = _buy_steps(account, states.action_mask[2], size)
         return jnp.concatenate([per_state, per_step])
 
     return {

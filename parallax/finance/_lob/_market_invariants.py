@@ -19,7 +19,13 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from ._invariants import _no_agent_orders, _steps
+from ._invariants import (
+    _account_flat,
+    _bought_within_limit,
+    _buy_steps,
+    _no_agent_orders,
+    _steps,
+)
 
 __all__ = ["market_invariants", "market_scripted_policies"]
 
@@ -116,47 +122,22 @@ def market_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
 
     def never_quote(traj: Any) -> Any:
         states = traj.states
-        accounts, info = states.env_state.accounts, states.info
         flat = (
-            (accounts.inventory == 0)
-            & (accounts.cash == 0)
-            & (accounts.bought == 0)
-            & (accounts.sold == 0)
-            & (info["fills"] == 0)
-            & (info["wealth"] == 0)
-            & (info["cash"] == 0)
-            & (info["step_reward"] == 0)
+            _account_flat(states.env_state.accounts, states.info)
+            & (states.info["step_reward"] == 0)
             & (states.agents.reward == 0)
         )
         return jnp.all(flat, axis=1) & _no_agent_orders(states.env_state.book, owners)
 
     def market_buy(traj: Any) -> Any:
         states = traj.states
-        accounts = states.env_state.accounts
-        inventory = accounts.inventory  # (T + 1, A)
-        can_buy = inventory + size <= limit
-        bid_mask, _, market_mask = states.agents.action_mask
-        mask_ok = (market_mask[..., 2] == can_buy) & jnp.all(
-            bid_mask[..., 1:] == can_buy[..., None], axis=2
-        )
-        per_state = (
-            (inventory >= 0)
-            & (inventory <= limit)
-            & (accounts.sold == 0)
-            & (accounts.bought == inventory)
-            & (accounts.cash <= 0)
-            & mask_ok
-        )
-        per_state = jnp.all(per_state, axis=1) & _no_agent_orders(states.env_state.book, owners)
-        added, paid = _steps(inventory), _steps(accounts.cash)
+        accounts = states.env_state.accounts  # leaves (T + 1, A)
+        mask = states.agents.action_mask
+        per_state = jnp.all(_bought_within_limit(accounts, mask, size, limit), axis=1)
+        per_state = per_state & _no_agent_orders(states.env_state.book, owners)
+        # a trader's position changes only on a step it acts in
         acted = states.agents.active[:-1] & ~states.done[:-1, None]
-        per_step = (
-            (added >= 0)
-            & (added <= size)
-            & ((added > 0) == (paid < 0))
-            & (acted | (added == 0))
-            & (market_mask[:-1, :, 2] | (added == 0))
-        )
+        per_step = _buy_steps(accounts, mask[2], size) & (acted | (_steps(accounts.inventory) == 0))
         return jnp.concatenate([per_state, jnp.all(per_step, axis=1)])
 
     return {
