@@ -10,13 +10,15 @@
 - warnings are errors (pyproject's `filterwarnings`, with narrow third-party exceptions);
 - the `x64` fixture runs a test with `jax_enable_x64` on and off;
 - the persistent compilation cache stores every program (see below);
-- compiled programs are dropped when a process holds too many memory mappings (see below).
+- compiled programs are dropped when a process holds too many memory mappings (see below);
+- temporary files go into pytest's own temporary folder, not the system's (see below).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
@@ -82,6 +84,24 @@ def _bounded_mappings():
     if _mappings() > _MAX_MAPPINGS:
         jax.clear_caches()
         gc.collect()
+
+
+# The library writes some files to the system's temporary folder when the caller gives no
+# path (`check_matches_reference`'s mismatch dump). The tests that make a check fail on
+# purpose would leave one in /tmp per run; here they go into pytest's temporary folder,
+# which pytest prunes (it keeps the last three runs). $TMPDIR carries the folder to the
+# subprocesses tests start (CLI runs, notebook kernels).
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_pytest_basetemp(tmp_path_factory: pytest.TempPathFactory):
+    folder = str(tmp_path_factory.mktemp("tempfile"))
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = folder
+    yield folder
+    tempfile.tempdir = saved[0]
+    if saved[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[1]
 
 
 @pytest.fixture(params=[False, True], ids=["f32", "x64"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -121,6 +123,24 @@ def test_wrong_gravity_diverges_from_sekai(tmp_path):
     assert [s["step"] for s in dump["steps"]] == [0, 1]
     assert dump["steps"][1]["action"] in (0, 1)
     assert dump["steps"][0]["jax"]["observation"] == dump["steps"][0]["reference"]["observation"]
+
+
+def test_without_a_dump_path_the_dump_goes_to_the_temporary_folder(tmp_path_factory):
+    """No `dump_path`: the dump is a new file in `tempfile.gettempdir()`, which this suite
+    points into pytest's own temporary folder (tests/conftest.py), so failing on purpose
+    leaves nothing in /tmp."""
+    with pytest.raises(ReferenceMismatch) as info:
+        check_matches_reference(
+            UpsideDownCartPole(),
+            sekai_cartpole(),
+            num_steps=4,
+            tolerance=Tolerance(rtol=1e-5, atol=1e-6),
+        )
+    path = pathlib.Path(info.value.dump_path)
+    assert path.parent == pathlib.Path(tempfile.gettempdir())
+    assert path.name.startswith("parallax-mismatch-") and path.suffix == ".json"
+    assert tmp_path_factory.getbasetemp() in path.parents
+    assert json.loads(path.read_text(encoding="utf-8"))["steps"][0]["step"] == 0
 
 
 def test_gym_reference_accepts_both_result_styles():
