@@ -6,7 +6,8 @@
   with a count), its id, and whether its remainder rested, was dropped or was rejected.
 - `BID`, `ASK`, `BACKGROUND`: side codes (the sign of the owner's position change on a fill,
   as sekai's `Side`) and the owner id of background flow.
-- `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
+- `empty_book`, `add_limit`, `market_order`, `submit_order` (either kind, chosen as data),
+  `cancel`, `cancel_slot`: order entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
 
 Every function is pure and jit/vmap-able; none jits itself. Matching does not sort: one
@@ -44,6 +45,7 @@ __all__ = [
     "empty_book",
     "market_order",
     "queue_position",
+    "submit_order",
 ]
 
 BID: int = 1
@@ -257,20 +259,20 @@ def _submit(
     size: Any,
     owner: Any,
     *,
-    is_market: bool,
+    is_market: Any,
     prevent_self_trade: Any,
 ) -> tuple[Book, Fills]:
-    """Match an incoming order against the opposite side, then rest a limit remainder."""
+    """Match an incoming order against the opposite side, then rest a limit remainder.
+
+    `is_market` (a bool, or a traced bool `()`): no price limit, and no remainder rests."""
     side = jnp.asarray(side, jnp.int32)
     size = jnp.asarray(size, jnp.int32)
     owner = jnp.asarray(owner, jnp.int32)
     is_bid = side == BID
-    if is_market:
-        limit = jnp.where(is_bid, jnp.int32(_INT32_MAX), jnp.int32(0))
-        accepted = (size >= 1) & ((side == BID) | (side == ASK))
-    else:
-        limit = jnp.asarray(limit, jnp.int32)
-        accepted = (size >= 1) & (limit >= 1) & ((side == BID) | (side == ASK))
+    is_market = jnp.asarray(is_market, bool)
+    market_limit = jnp.where(is_bid, jnp.int32(_INT32_MAX), jnp.int32(0))
+    limit = jnp.where(is_market, market_limit, jnp.asarray(limit, jnp.int32))
+    accepted = (size >= 1) & (is_market | (limit >= 1)) & ((side == BID) | (side == ASK))
     capacity = book.capacity
     own, opp = _row(side), 1 - _row(side)
 
@@ -313,7 +315,7 @@ def _submit(
     own_valid = book.valid[own]
     free = ~own_valid
     slot = jnp.argmax(free).astype(jnp.int32)
-    wants_rest = (remaining > 0) & (not is_market)
+    wants_rest = (remaining > 0) & ~is_market
     rested = wants_rest & jnp.any(free)
     overflowed = wants_rest & ~jnp.any(free)
     taker_id = jnp.where(accepted, book.next_id, 0)
@@ -453,6 +455,16 @@ def market_order(
         is_market=True,
         prevent_self_trade=prevent_self_trade,
     )
+
+
+def submit_order(
+    book: Book, side: Any, price: Any, size: Any, owner: Any, *, is_market: Any
+) -> tuple[Book, Fills]:
+    """A limit order at `price`, or, where `is_market` (a bool `()`, may be traced), a market
+    order (`price` ignored): `add_limit` or `market_order` chosen as data, so a loop body
+    that submits both kinds compiles the matching once. No argument checks, no self-trade
+    prevention."""
+    return _submit(book, side, price, size, owner, is_market=is_market, prevent_self_trade=False)
 
 
 def _clear(book: Book, remove: jax.Array) -> Book:

@@ -6,8 +6,10 @@
 - `Account`, `new_account`, `book_flow_fills`: the agent's inventory, cash (int32 ticks),
   quote ids and fill totals; the fills of its resting quotes during a flow run.
 - `book_mid2`: twice the mid (an int: `best_bid + best_ask`, or twice the reference price).
+- `quote_plan`: sekai's `_quote` decision for one side (keep, move, place or cancel).
 - `apply_decision`: sekai's `_LOBCore.apply`: the market order (after cancelling the
-  opposite quote), then the bid and the ask kept, moved, placed or cancelled.
+  opposite quote), then the bid and the ask kept, moved, placed or cancelled; the three
+  orders are one `lax.scan` body, so the matching compiles once per decision.
 
 Everything is int32 and exact; the env turns it into float observations and rewards.
 """
@@ -20,8 +22,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from ._book import ASK, BID, Book, Fills, add_limit, cancel, market_order
+from ._book import ASK, BID, Book, Fills, cancel, submit_order
 from ._flow import FlowStats
 
 __all__ = [
@@ -36,7 +39,7 @@ __all__ = [
     "log_trades",
     "new_account",
     "ordered_trades",
-    "quote",
+    "quote_plan",
 ]
 
 AGENT: int = 0
@@ -199,72 +202,57 @@ def book_mid2(book: Book, mid_price: int) -> jax.Array:
     return jnp.where(has_bid & has_ask, bid + ask, 2 * reference)
 
 
-def quote(
+def quote_plan(
     book: Book,
-    owner: Any,
-    side: int,
+    side: Any,
     level: jax.Array,
     current: jax.Array,
     order_size: int,
     mid_price: int,
-) -> tuple[Book, jax.Array, Fills]:
-    """sekai's `_quote` for trader `owner`: keep, move, place or cancel its quote on `side`.
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """sekai's `_quote` decision for one side, without touching the book: keep, move, place
+    or cancel the quote `current` on `side` (`BID` or `ASK`, a Python int or traced).
 
     The level is measured from the best price of every other order on the side (other
     traders' included); with none, one tick inside the opposite best (unless the own quote
     sits at that price), else the last trade price (or the initial mid). Level 0 cancels.
+    The side is data: a sign `s` (+1 bid, -1 ask) turns the bid side's maxima into the ask
+    side's minima, so one compiled body serves both quotes.
 
     Returns:
-        `(book, the quote's new id (0: none), the fills of a newly placed quote)`; a kept
-        or cancelled quote has no fills (count 0).
+        `(id to cancel (0: none), limit price, size (0: place nothing), keep)`.
     """
-    row = 0 if side == BID else 1
-    valid, price = book.valid[row], book.price[row]
-    mine = valid & (book.seq[row] == current) & (current > 0)
+    is_bid = jnp.asarray(side) == BID
+    s = jnp.where(is_bid, 1, -1).astype(jnp.int32)
+    valid = jnp.where(is_bid, book.valid[0], book.valid[1])
+    price = jnp.where(is_bid, book.price[0], book.price[1])
+    seq = jnp.where(is_bid, book.seq[0], book.seq[1])
+    opp_valid = jnp.where(is_bid, book.valid[1], book.valid[0])
+    opp_price = jnp.where(is_bid, book.price[1], book.price[0])
+    mine = valid & (seq == current) & (current > 0)
     resting = jnp.any(mine)
     resting_price = jnp.sum(jnp.where(mine, price, 0), dtype=jnp.int32)
     others = valid & ~mine
-    has_other = jnp.any(others)
-    opp_valid = book.valid[1 - row]
-    opp_present = jnp.any(opp_valid)
-    if side == BID:
-        best_other = jnp.max(jnp.where(others, price, 0))
-        best_all = jnp.max(jnp.where(valid, price, 0))
-        opposite = jnp.min(jnp.where(opp_valid, book.price[1], _INT32_MAX))
-        inside = opposite - 1
-    else:
-        best_other = jnp.min(jnp.where(others, price, _INT32_MAX))
-        best_all = jnp.min(jnp.where(valid, price, _INT32_MAX))
-        opposite = jnp.max(jnp.where(opp_valid, book.price[0], 0))
-        inside = opposite + 1
-    use_opposite = opp_present & (~resting | (resting_price != opposite))
+    # own side: the highest bid (0 if none) or the lowest ask (int32 max if none)
+    empty = jnp.where(is_bid, 0, -_INT32_MAX).astype(jnp.int32)
+    best_other = s * jnp.max(jnp.where(others, s * price, empty))
+    best_all = s * jnp.max(jnp.where(valid, s * price, empty))
+    # opposite side: the lowest ask (int32 max if none) or the highest bid (0 if none)
+    empty_opp = jnp.where(is_bid, -_INT32_MAX, 0).astype(jnp.int32)
+    opposite = -s * jnp.max(jnp.where(opp_valid, -s * opp_price, empty_opp))
+    inside = opposite - s
+    use_opposite = jnp.any(opp_valid) & (~resting | (resting_price != opposite))
     reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
-    best = jnp.where(has_other, best_other, jnp.where(use_opposite, inside, reference))
-    target = best - (level - 1) if side == BID else best + (level - 1)
+    best = jnp.where(jnp.any(others), best_other, jnp.where(use_opposite, inside, reference))
+    target = best - s * (level - 1)
     keep = (
         resting
         & (level > 0)
         & ((resting_price == target) | ((level == 1) & (resting_price == best_all)))
     )
-    book, _ = cancel(book, jnp.where(resting & ~keep, current, 0))
+    cancel_id = jnp.where(resting & ~keep, current, 0)
     size = jnp.where((level > 0) & ~keep, order_size, 0)  # size 0: rejected, no change
-    book, fills = add_limit(book, side, jnp.maximum(target, 1), size, owner)
-    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
-    return book, new_id, fills
-
-
-def _quote(
-    book: Book,
-    account: Account,
-    side: int,
-    level: jax.Array,
-    current: jax.Array,
-    order_size: int,
-    mid_price: int,
-) -> tuple[Book, Account, jax.Array, Fills]:
-    """The agent's `quote`, its fills booked to `account`."""
-    book, new_id, fills = quote(book, AGENT, side, level, current, order_size, mid_price)
-    return book, _book_fills(account, fills), new_id, fills
+    return cancel_id, jnp.maximum(target, 1), size, keep
 
 
 def apply_decision(
@@ -298,23 +286,42 @@ def apply_decision(
         ask_id=jnp.where(do_buy, 0, account.ask_id),
         bid_id=jnp.where(do_sell, 0, account.bid_id),
     )
-    side = jnp.where(do_buy, BID, ASK)
-    book, fills = market_order(book, side, jnp.where(do_buy | do_sell, q, 0), AGENT)
-    account = _book_fills(account, fills)
-    log = log_trades(log, fills)
-    n_fills = fills.count
-    can_buy = account.inventory + q <= max_inventory
-    can_sell = account.inventory - q >= -max_inventory
-    bid_level = jnp.where(can_buy, bid_level, 0)
-    ask_level = jnp.where(can_sell, ask_level, 0)
-    book, account, bid_id, bid_fills = _quote(
-        book, account, BID, bid_level, account.bid_id, q, mid_price
-    )
-    account = dataclasses.replace(account, bid_id=bid_id)
-    log = log_trades(log, bid_fills)
-    book, account, ask_id, ask_fills = _quote(
-        book, account, ASK, ask_level, account.ask_id, q, mid_price
-    )
-    account = dataclasses.replace(account, ask_id=ask_id)
-    log = log_trades(log, ask_fills)
-    return book, account, log, n_fills + bid_fills.count + ask_fills.count
+    market_side = jnp.where(do_buy, BID, ASK)
+    market_size = jnp.where(do_buy | do_sell, q, 0)
+
+    # The market order, the bid, the ask: one loop body (one compiled copy of the matching).
+    def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
+        book, account, log, n_fills, levels = carry
+        is_market = i == 0
+        quote_side = jnp.where(i == 1, BID, ASK)
+        current = jnp.where(i == 1, account.bid_id, account.ask_id)
+        level = jnp.where(i == 1, levels[0], levels[1])
+        cancel_id, price, size, keep = quote_plan(book, quote_side, level, current, q, mid_price)
+        book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
+        book, fills = submit_order(
+            book,
+            jnp.where(is_market, market_side, quote_side),
+            price,
+            jnp.where(is_market, market_size, size),
+            AGENT,
+            is_market=is_market,
+        )
+        account = _book_fills(account, fills)
+        log = log_trades(log, fills)
+        new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
+        account = dataclasses.replace(
+            account,
+            bid_id=jnp.where(i == 1, new_id, account.bid_id),
+            ask_id=jnp.where(i == 2, new_id, account.ask_id),
+        )
+        # after the market order: a side the inventory limit forbids gets level 0
+        can_buy = account.inventory + q <= max_inventory
+        can_sell = account.inventory - q >= -max_inventory
+        allowed = jnp.stack([jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0)])
+        levels = jnp.where(is_market, allowed.astype(levels.dtype), levels)
+        return (book, account, log, n_fills + fills.count, levels), None
+
+    levels0 = jnp.zeros(2, jnp.asarray(bid_level).dtype)
+    carry = (book, account, log, jnp.asarray(0, jnp.int32), levels0)
+    book, account, log, n_fills, _ = lax.scan(order, carry, jnp.arange(3, dtype=jnp.int32))[0]
+    return book, account, log, n_fills

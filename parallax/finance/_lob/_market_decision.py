@@ -15,12 +15,14 @@ Everything is int32 and exact.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
-from ._book import ASK, BID, Book, Fills, cancel, market_order
-from ._decision import Account, TradeLog, log_trades, quote
+from ._book import ASK, BID, Book, Fills, cancel, submit_order
+from ._decision import Account, TradeLog, log_trades, quote_plan
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
 
@@ -123,21 +125,45 @@ def apply_trader_decision(
         ask_id=accounts.ask_id.at[owner].set(jnp.where(do_buy, 0, own.ask_id)),
         bid_id=accounts.bid_id.at[owner].set(jnp.where(do_sell, 0, own.bid_id)),
     )
-    side = jnp.where(do_buy, BID, ASK)
-    book, fills = market_order(book, side, jnp.where(do_buy | do_sell, q, 0), owner)
-    accounts, counts = book_fills(accounts, fills, counts)
-    log = log_trades(log, fills)
-    own = mine(accounts)
-    can_buy = own.inventory + q <= max_inventory
-    can_sell = own.inventory - q >= -max_inventory
-    levels = (jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0))
-    for quote_side, level in zip((BID, ASK), levels, strict=True):
-        field = "bid_id" if quote_side == BID else "ask_id"
-        current = getattr(accounts, field)[owner]
-        book, new_id, fills = quote(book, owner, quote_side, level, current, q, mid_price)
+    market_side = jnp.where(do_buy, BID, ASK)
+    market_size = jnp.where(do_buy | do_sell, q, 0)
+
+    # The market order, the bid, the ask: one loop body (one compiled copy of the matching),
+    # as in the single-agent `apply_decision`.
+    def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
+        book, accounts, log, counts, levels = carry
+        own = mine(accounts)
+        is_market = i == 0
+        quote_side = jnp.where(i == 1, BID, ASK)
+        current = jnp.where(i == 1, own.bid_id, own.ask_id)
+        level = jnp.where(i == 1, levels[0], levels[1])
+        cancel_id, price, size, keep = quote_plan(book, quote_side, level, current, q, mid_price)
+        book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
+        book, fills = submit_order(
+            book,
+            jnp.where(is_market, market_side, quote_side),
+            price,
+            jnp.where(is_market, market_size, size),
+            owner,
+            is_market=is_market,
+        )
+        new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
         accounts = dataclasses.replace(
-            accounts, **{field: getattr(accounts, field).at[owner].set(new_id)}
+            accounts,
+            bid_id=accounts.bid_id.at[owner].set(jnp.where(i == 1, new_id, own.bid_id)),
+            ask_id=accounts.ask_id.at[owner].set(jnp.where(i == 2, new_id, own.ask_id)),
         )
         accounts, counts = book_fills(accounts, fills, counts)
         log = log_trades(log, fills)
+        # after the market order: a side the inventory limit forbids gets level 0
+        inventory = accounts.inventory[owner]
+        can_buy = inventory + q <= max_inventory
+        can_sell = inventory - q >= -max_inventory
+        allowed = jnp.stack([jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0)])
+        levels = jnp.where(is_market, allowed.astype(levels.dtype), levels)
+        return (book, accounts, log, counts, levels), None
+
+    levels0 = jnp.zeros(2, jnp.asarray(bid_level).dtype)
+    carry = (book, accounts, log, counts, levels0)
+    book, accounts, log, counts, _ = lax.scan(order, carry, jnp.arange(3, dtype=jnp.int32))[0]
     return book, accounts, log, counts
