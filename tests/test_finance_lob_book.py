@@ -32,6 +32,7 @@ from parallax.finance._lob import (
     empty_book,
     market_order,
     queue_position,
+    submit_order,
 )
 
 lob = pytest.importorskip("sekai.finance.lob")
@@ -372,6 +373,26 @@ def test_invalid_orders_are_refused() -> None:
         new, fills = jax.jit(add_limit)(book, jnp.int32(side), jnp.int32(price), jnp.int32(size))
         assert not bool(fills.accepted) and int(fills.count) == 0 and not bool(fills.rested)
         jax.tree.map(np.testing.assert_array_equal, new, book)
+
+
+def test_submit_order_is_add_limit_or_market_order_chosen_as_data() -> None:
+    """One jitted `submit_order` with a traced `is_market` does what `add_limit` (False) and
+    `market_order` (True) do: the same book and fills, for both sides, a crossing limit, a
+    resting limit and a market order larger than the opposite side."""
+    book = empty_book(6)
+    for side, price, size, owner in ((BID, 99, 2, 0), (BID, 98, 3, 1), (ASK, 101, 2, 1)):
+        book, _ = add_limit(book, side, price, size, owner)
+    submit = jax.jit(submit_order)
+    cases = [(BID, 101, 1), (BID, 100, 4), (ASK, 99, 1), (ASK, 102, 2), (BID, 1, 5), (ASK, 1, 9)]
+    for side, price, size in cases:
+        want_limit = add_limit(book, side, price, size, 0)
+        want_market = market_order(book, side, size, 0)
+        for is_market, want in ((False, want_limit), (True, want_market)):
+            got = submit(book, side, price, size, 0, is_market=jnp.asarray(is_market))
+            jax.tree.map(np.testing.assert_array_equal, got, want)
+    # the market order walks the whole opposite side and rests nothing
+    new, fills = submit(book, ASK, 1, 9, 0, is_market=jnp.asarray(True))
+    assert int(fills.count) == 2 and not bool(fills.rested) and not bool(jnp.any(new.valid[0]))
 
 
 def test_cancel_slot_and_queries() -> None:

@@ -4,7 +4,8 @@
   `LimitOrderBookEnvState`: the single-agent env (sekai's `LimitOrderBookEnv`).
 - `Book`, `Fills`: the book as fixed-shape arrays and the result of one incoming order.
 - `BID`, `ASK`, `BACKGROUND`: side codes and the background owner id.
-- `empty_book`, `add_limit`, `market_order`, `cancel`, `cancel_slot`: order entry.
+- `empty_book`, `add_limit`, `market_order`, `submit_order`, `cancel`, `cancel_slot`: order
+  entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
 - `FlowParams`, `FlowStats`, `FLOW_SLOTS`, `initialise`, `run_flow`, `warm_up`,
   `default_max_events`: the background order flow between decisions.
@@ -28,6 +29,7 @@ from ._book import depth_levels as depth_levels
 from ._book import empty_book as empty_book
 from ._book import market_order as market_order
 from ._book import queue_position as queue_position
+from ._book import submit_order as submit_order
 from ._env import LimitOrderBookEnv as LimitOrderBookEnv
 from ._env import LimitOrderBookEnvState as LimitOrderBookEnvState
 from ._env import LimitOrderBookParams as LimitOrderBookParams
@@ -71,5 +73,6 @@ __all__ = [
     "market_order",
     "queue_position",
     "run_flow",
+    "submit_order",
     "warm_up",
 ]
