@@ -6,7 +6,9 @@
 - `Account`, `new_account`, `book_flow_fills`: the agent's inventory, cash (int32 ticks),
   quote ids and fill totals; the fills of its resting quotes during a flow run.
 - `book_mid2`: twice the mid (an int: `best_bid + best_ask`, or twice the reference price).
-- `quote_plan`: sekai's `_quote` decision for one side (keep, move, place or cancel).
+- `quote_plan`: sekai's `_quote` decision for one side (keep, move, place or cancel);
+  `decision_order`, `allowed_levels`: one order of a decision as data, and the quote levels
+  the inventory limit allows (shared with the market's traders).
 - `apply_decision`: sekai's `_LOBCore.apply`: the market order (after cancelling the
   opposite quote), then the bid and the ask kept, moved, placed or cancelled; the three
   orders are one `lax.scan` body, so the matching compiles once per decision.
@@ -31,9 +33,11 @@ __all__ = [
     "AGENT",
     "Account",
     "TradeLog",
+    "allowed_levels",
     "apply_decision",
     "book_flow_fills",
     "book_mid2",
+    "decision_order",
     "empty_log",
     "log_flow_trades",
     "log_trades",
@@ -255,6 +259,63 @@ def quote_plan(
     return cancel_id, jnp.maximum(target, 1), size, keep
 
 
+def decision_order(
+    book: Book,
+    i: jax.Array,
+    owner: Any,
+    bid_id: jax.Array,
+    ask_id: jax.Array,
+    levels: jax.Array,
+    market_side: jax.Array,
+    market_size: jax.Array,
+    order_size: int,
+    mid_price: int,
+) -> tuple[Book, Fills, jax.Array, jax.Array]:
+    """Order `i` of trader `owner`'s decision, as data: 0 the market order (`market_side`,
+    `market_size`, 0 for none), 1 the bid quote at `levels[0]`, 2 the ask quote at
+    `levels[1]`. One body for the three, so a `lax.scan` over them compiles the matching
+    once.
+
+    Returns:
+        `(book, fills, bid_id, ask_id)`: the trader's quote ids after the order.
+    """
+    is_market = i == 0
+    quote_side = jnp.where(i == 1, BID, ASK)
+    current = jnp.where(i == 1, bid_id, ask_id)
+    level = jnp.where(i == 1, levels[0], levels[1])
+    cancel_id, price, size, keep = quote_plan(
+        book, quote_side, level, current, order_size, mid_price
+    )
+    book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
+    book, fills = submit_order(
+        book,
+        jnp.where(is_market, market_side, quote_side),
+        price,
+        jnp.where(is_market, market_size, size),
+        owner,
+        is_market=is_market,
+    )
+    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
+    return book, fills, jnp.where(i == 1, new_id, bid_id), jnp.where(i == 2, new_id, ask_id)
+
+
+def allowed_levels(
+    i: jax.Array,
+    levels: jax.Array,
+    inventory: jax.Array,
+    bid_level: jax.Array,
+    ask_level: jax.Array,
+    order_size: int,
+    max_inventory: int,
+) -> jax.Array:
+    """After the market order (`i == 0`): the quote levels `(bid, ask)`, a side the
+    inventory limit forbids at level 0; after a quote, `levels` unchanged."""
+    can_buy = inventory + order_size <= max_inventory
+    can_sell = inventory - order_size >= -max_inventory
+    allowed = jnp.stack([jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0)])
+    return jnp.where(i == 0, allowed.astype(levels.dtype), levels)
+
+
 def apply_decision(
     book: Book,
     account: Account,
@@ -292,33 +353,15 @@ def apply_decision(
     # The market order, the bid, the ask: one loop body (one compiled copy of the matching).
     def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
         book, account, log, n_fills, levels = carry
-        is_market = i == 0
-        quote_side = jnp.where(i == 1, BID, ASK)
-        current = jnp.where(i == 1, account.bid_id, account.ask_id)
-        level = jnp.where(i == 1, levels[0], levels[1])
-        cancel_id, price, size, keep = quote_plan(book, quote_side, level, current, q, mid_price)
-        book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
-        book, fills = submit_order(
-            book,
-            jnp.where(is_market, market_side, quote_side),
-            price,
-            jnp.where(is_market, market_size, size),
-            AGENT,
-            is_market=is_market,
-        )
-        account = _book_fills(account, fills)
+        book, fills, bid_id, ask_id = decision_order(
+            book, i, AGENT, account.bid_id, account.ask_id, levels,
+            market_side, market_size, q, mid_price,
+        )  # fmt: skip
+        account = _book_fills(dataclasses.replace(account, bid_id=bid_id, ask_id=ask_id), fills)
         log = log_trades(log, fills)
-        new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
-        account = dataclasses.replace(
-            account,
-            bid_id=jnp.where(i == 1, new_id, account.bid_id),
-            ask_id=jnp.where(i == 2, new_id, account.ask_id),
+        levels = allowed_levels(
+            i, levels, account.inventory, bid_level, ask_level, q, max_inventory
         )
-        # after the market order: a side the inventory limit forbids gets level 0
-        can_buy = account.inventory + q <= max_inventory
-        can_sell = account.inventory - q >= -max_inventory
-        allowed = jnp.stack([jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0)])
-        levels = jnp.where(is_market, allowed.astype(levels.dtype), levels)
         return (book, account, log, n_fills + fills.count, levels), None
 
     levels0 = jnp.zeros(2, jnp.asarray(bid_level).dtype)

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._book import ASK, BID, Book, Fills, cancel, submit_order
-from ._decision import Account, TradeLog, log_trades, quote_plan
+from ._book import ASK, BID, Book, Fills, cancel
+from ._decision import Account, TradeLog, allowed_levels, decision_order, log_trades
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
 
@@ -133,34 +133,20 @@ def apply_trader_decision(
     def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
         book, accounts, log, counts, levels = carry
         own = mine(accounts)
-        is_market = i == 0
-        quote_side = jnp.where(i == 1, BID, ASK)
-        current = jnp.where(i == 1, own.bid_id, own.ask_id)
-        level = jnp.where(i == 1, levels[0], levels[1])
-        cancel_id, price, size, keep = quote_plan(book, quote_side, level, current, q, mid_price)
-        book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
-        book, fills = submit_order(
-            book,
-            jnp.where(is_market, market_side, quote_side),
-            price,
-            jnp.where(is_market, market_size, size),
-            owner,
-            is_market=is_market,
-        )
-        new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
+        book, fills, bid_id, ask_id = decision_order(
+            book, i, owner, own.bid_id, own.ask_id, levels,
+            market_side, market_size, q, mid_price,
+        )  # fmt: skip
         accounts = dataclasses.replace(
             accounts,
-            bid_id=accounts.bid_id.at[owner].set(jnp.where(i == 1, new_id, own.bid_id)),
-            ask_id=accounts.ask_id.at[owner].set(jnp.where(i == 2, new_id, own.ask_id)),
+            bid_id=accounts.bid_id.at[owner].set(bid_id),
+            ask_id=accounts.ask_id.at[owner].set(ask_id),
         )
         accounts, counts = book_fills(accounts, fills, counts)
         log = log_trades(log, fills)
-        # after the market order: a side the inventory limit forbids gets level 0
-        inventory = accounts.inventory[owner]
-        can_buy = inventory + q <= max_inventory
-        can_sell = inventory - q >= -max_inventory
-        allowed = jnp.stack([jnp.where(can_buy, bid_level, 0), jnp.where(can_sell, ask_level, 0)])
-        levels = jnp.where(is_market, allowed.astype(levels.dtype), levels)
+        levels = allowed_levels(
+            i, levels, accounts.inventory[owner], bid_level, ask_level, q, max_inventory
+        )
         return (book, accounts, log, counts, levels), None
 
     levels0 = jnp.zeros(2, jnp.asarray(bid_level).dtype)
