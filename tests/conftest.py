@@ -94,14 +94,10 @@ def _bounded_mappings():
 @pytest.fixture(scope="session", autouse=True)
 def _temporary_files_in_pytest_basetemp(tmp_path_factory: pytest.TempPathFactory):
     folder = str(tmp_path_factory.mktemp("tempfile"))
-    saved = tempfile.tempdir, os.environ.get("TMPDIR")
-    tempfile.tempdir = os.environ["TMPDIR"] = folder
-    yield folder
-    tempfile.tempdir = saved[0]
-    if saved[1] is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = saved[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", folder)
+        patch.setenv("TMPDIR", folder)
+        yield folder
 
 
 @pytest.fixture(params=[False, True], ids=["f32", "x64"])

@@ -512,9 +512,10 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # in float32 only (the `battery` fixture): the batched rollouts' checks, the MARL rules
-    # and the sweep; not run: training parity (five compiled programs, 82 CPU-s in x64)
-    not_run = {"training_parity"}
-    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - set(F32_CHECKS[1:]) - not_run
+    # and the sweep; the contract runs in both; not run: training parity (five compiled
+    # programs, 82 CPU-s in x64)
+    f32_only = set(F32_CHECKS) - {"contract"}
+    assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - {"training_parity"}
     reports = x64_battery_reports(battery_x64, X64_STATUSES)
     assert "gymnasium_export" not in reports["structured_spaces"].passed
 
