@@ -450,12 +450,25 @@ class Driver:
 
     def scan(self, sched: Schedule) -> Rollout:
         """A pure rollout built on `lax.scan` (jit or vmap it; leaves stay JAX arrays)."""
+        return self.scan_with(sched, None)[0]
+
+    def scan_with(
+        self, sched: Schedule, also: Callable[[Any, Any], Any] | None
+    ) -> tuple[Rollout, Any]:
+        """`scan`, and `also(pre, action)` evaluated in the same loop body at every step.
+
+        Returns `(rollout, outputs)`: the outputs of `also` stacked over time (`None` when
+        `also` is None). One loop, so one compiled program; where `also` repeats work of the
+        env's step on the same inputs (a reference step), XLA's common-subexpression pass
+        may compute it once.
+        """
         s0 = self.first_reset(sched.first)
 
-        def body(state: Any, x: tuple[Any, Any]) -> tuple[Any, tuple[Any, Any, Any]]:
+        def body(state: Any, x: tuple[Any, Any]) -> tuple[Any, tuple[Any, Any, Any, Any]]:
             pre, action, nxt = self.transition(x[0], x[1], state)
-            return nxt, (pre, action, nxt)
+            extra = None if also is None else also(pre, action)
+            return nxt, (pre, action, nxt, extra)
 
-        _, (pres, actions, posts) = jax.lax.scan(body, s0, (sched.restart, sched.prepared))
+        _, (pres, actions, posts, extras) = jax.lax.scan(body, s0, (sched.restart, sched.prepared))
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, posts)
-        return Rollout(states, pres, actions)
+        return Rollout(states, pres, actions), extras

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any
 
 import jax
@@ -110,6 +111,14 @@ def _stack(env: Any, kind: EnvKind, num_envs: int, max_steps: int) -> tuple[Any,
     return vec, vec.env
 
 
+def _reference(ref: Any, pre: Any, action: Any) -> tuple[Any, Any]:
+    """The stack below the auto-reset on the auto-reset's inputs: its step, and the reset the
+    next episode must start from (computed for every env; compared where one ended)."""
+    stepped = ref.step(_strip(pre), action)
+    fresh = ref.reset(key=jax.vmap(next_episode_key)(stepped.key))
+    return stepped, fresh
+
+
 def auto_reset(
     env: Any,
     kind: EnvKind,
@@ -133,11 +142,14 @@ def auto_reset(
     k_env, k_policy = jax.random.split(jax.random.fold_in(key, 0xA7))
     sched = driver.schedule(driver.instance_keys(k_env), driver.instance_keys(k_policy), num_steps)
 
-    def run(schedule: Any) -> tuple[Any, Any]:
-        roll = driver.scan(schedule)
-        return roll, jax.tree.map(lambda x: x[1:], roll.states)  # the states after each step
+    # the reference runs in the rollout's own loop body: one program to compile, not two
+    also = None if ref is None else partial(_reference, ref)
 
-    roll, after = jax.jit(run)(sched)
+    def run(schedule: Any) -> tuple[Any, Any, Any]:
+        roll, expected = driver.scan_with(schedule, also)
+        return roll, jax.tree.map(lambda x: x[1:], roll.states), expected  # after each step
+
+    roll, after, expected = jax.jit(run)(sched)
     report = CheckReport(_OWNER)
     if ref is None:
         _own_autoreset(after, roll.pre)
@@ -145,12 +157,7 @@ def auto_reset(
         report.notes.append("the env's own auto-reset: checked restarts and final_observation")
         return report
 
-    def reference(pre: Any, action: Any) -> tuple[Any, Any]:
-        stepped = ref.step(_strip(pre), action)
-        fresh = ref.reset(key=jax.vmap(next_episode_key)(stepped.key))
-        return stepped, fresh
-
-    stepped, fresh = jax.jit(jax.vmap(reference))(roll.pre, roll.actions)
+    stepped, fresh = expected
     done = np.asarray(stepped.termination) | np.asarray(stepped.truncation)
     report.stats["episodes_ended"] = int(done.sum())
     if not done.any():  # only possible for an env that auto-resets itself: coverage note
