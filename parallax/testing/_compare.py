@@ -17,6 +17,7 @@ import numpy as np
 
 from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace
 from ._errors import CheckError
+from ._harness import harness_jit
 from ._rollout import EnvKind, Rollout
 from ._tolerance import Tolerance
 from ._trees import first_mismatch, path_str
@@ -91,7 +92,7 @@ def _batched_contains(space: Any, lead: int) -> Callable[[Any], Any]:
     fn = space.contains
     for _ in range(lead):
         fn = jax.vmap(fn)
-    return jax.jit(fn)
+    return harness_jit(fn)
 
 
 def _contains_all(space: Any, tree: Any, lead: int) -> np.ndarray:

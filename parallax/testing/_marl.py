@@ -23,6 +23,7 @@ import numpy as np
 
 from .._spaces import Discrete, MultiDiscrete
 from ._errors import CheckError
+from ._harness import harness_jit
 from ._report import CheckReport
 from ._rollout import (
     Driver,
@@ -46,7 +47,7 @@ def _sampler(space: Any, lead: int) -> Callable[[Any], Any]:
     fn = lambda key: space.sample(key=key)  # noqa: E731
     for _ in range(lead):
         fn = jax.vmap(fn)
-    return jax.jit(fn)
+    return harness_jit(fn)
 
 
 def _sample(space: Any, keys: Any) -> Any:

@@ -33,6 +33,7 @@ from .._core import MARLState, State
 from .._spaces import Discrete
 from .._wrappers.base import is_vector_env
 from ._errors import CheckError
+from ._harness import harness_jit
 from ._trees import flatten, structure_difference, to_numpy
 
 __all__ = [
@@ -239,7 +240,7 @@ def _schedule_fn(policy: SampledPolicy | KeyPolicy, num_steps: int, lead: int) -
     fn: Any = one
     for _ in range(lead):
         fn = jax.vmap(fn)
-    return jax.jit(fn)
+    return harness_jit(fn)  # bookkeeping, not the env: compiled without LLVM optimisation
 
 
 class Schedule(NamedTuple):

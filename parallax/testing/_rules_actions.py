@@ -29,6 +29,7 @@ import numpy as np
 from .._spaces import Box, Discrete, MultiDiscrete, PyTreeSpace
 from ._compare import explain_not_contained
 from ._errors import CheckError
+from ._harness import harness_jit
 from ._report import CheckReport
 from ._rollout import EnvKind, Rollout, observation_of, reward_of
 from ._trees import flatten, to_numpy
@@ -141,7 +142,7 @@ def boundary_actions(env: Any, kind: EnvKind, roll: Rollout, report: CheckReport
     contains: Any = space.contains
     for _ in range(lead):
         contains = jax.vmap(contains)
-    contains = jax.jit(contains)
+    contains = harness_jit(contains)
     for label, action in inside:
         out = step(pre, action)
         ok = np.asarray(contains(observation_of(out)))
