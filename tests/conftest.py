@@ -11,7 +11,8 @@
 - the `x64` fixture runs a test with `jax_enable_x64` on and off;
 - the persistent compilation cache stores every program (see below);
 - compiled programs are dropped when a process holds too many memory mappings (see below);
-- temporary files go into pytest's own temporary folder, not the system's (see below).
+- temporary files go into pytest's own temporary folder, not the system's (see below);
+- Hypothesis draws the same examples on every run (see below).
 """
 
 from __future__ import annotations
@@ -39,8 +40,16 @@ with install_import_hook(_CHECKED, "beartype.beartype"):
 
 import jax
 import pytest
+from hypothesis import settings
 
 jax.config.update("jax_platforms", "cpu")
+
+# Hypothesis's examples are derived from each test's name, not drawn afresh, so `make test`
+# passes or fails the same way on every run and machine. A search with fresh randomness:
+# `HYPOTHESIS_PROFILE=explore make test`; what it finds becomes an `@example` of the test.
+settings.register_profile("reproducible", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 # The persistent compilation cache keeps every compiled program, not only those that took
 # JAX's default 1 s to compile: most of the suite's programs are small, and a re-run (or

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sekai.finance as sf
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from parallax import finance as pf
@@ -213,6 +213,23 @@ _INPUT = st.one_of(
     volume=st.lists(_INPUT, min_size=3, max_size=3),
     spread=st.lists(_INPUT, min_size=3, max_size=3),
     coefficient=st.floats(0.0, 2.0, width=32),
+)
+# found by a randomised run: q / V = 2 * 2 / 1.2e-38 overflowed float32, and 0 * inf gave NaN
+@example(
+    trades=[0.0, 0.0, 2.0],
+    equity=2.0,
+    volatility=[0.0, 0.0, 0.0],
+    volume=[0.0, 0.0, 1.1754943508222875e-38],
+    spread=[0.0, 0.0, 0.0],
+    coefficient=0.0,
+)
+@example(  # the same overflow with a positive coefficient: a unit cost of 1
+    trades=[0.0, 0.0, 2.0],
+    equity=2.0,
+    volatility=[0.01, 0.01, 0.01],
+    volume=[0.0, 0.0, 1.1754943508222875e-38],
+    spread=[0.0, 0.0, 0.0],
+    coefficient=0.5,
 )
 def test_float32_costs_are_finite_non_negative_and_sekais(
     trades, equity, volatility, volume, spread, coefficient

@@ -460,12 +460,17 @@ class SquareRootImpact(CostModel):
         sigma, missing = fill_from_median(volatility, self.fallback_volatility)
         notional = size * equity[..., None]
         liquid = jnp.isfinite(volume) & (volume > 0)
-        participation = jnp.where(
-            liquid, notional / jnp.where(liquid, volume, jnp.ones_like(volume)), 0.0
+        safe_volume = jnp.where(liquid, volume, jnp.ones_like(volume))
+        participation = notional / safe_volume
+        # q / V overflows float32 when V is near the smallest normal number (q = 4 against
+        # V = 1.2e-38): then the root of each side, finite, as float64 computes it
+        root = jnp.where(
+            jnp.isinf(participation) & jnp.isfinite(notional),
+            jnp.sqrt(notional) / jnp.sqrt(safe_volume),
+            jnp.sqrt(participation),
         )
-        unit = jnp.where(
-            liquid, _as(self.coefficient, trades) * sigma * jnp.sqrt(participation), 1.0
-        )
+        root = jnp.where(liquid, root, 0.0)
+        unit = jnp.where(liquid, _as(self.coefficient, trades) * sigma * root, 1.0)
         per_asset = jnp.where(size > 0, jnp.minimum(unit, 1.0) * size, jnp.zeros_like(size))
         total = sum_left_to_right(per_asset)
         if self.fallback_volatility is not None:
