@@ -205,6 +205,15 @@ _INPUT = st.one_of(
 )
 
 
+# a fill whose traded value over the volume overflows float32 (the smallest normal volume)
+_OVERFLOW = {
+    "trades": [0.0, 0.0, 2.0],
+    "equity": 2.0,
+    "volume": [0.0, 0.0, 1.1754943508222875e-38],
+    "spread": [0.0, 0.0, 0.0],
+}
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     trades=st.lists(st.floats(-3.0, 3.0, width=32), min_size=3, max_size=3),
@@ -215,22 +224,8 @@ _INPUT = st.one_of(
     coefficient=st.floats(0.0, 2.0, width=32),
 )
 # found by a randomised run: q / V = 2 * 2 / 1.2e-38 overflowed float32, and 0 * inf gave NaN
-@example(
-    trades=[0.0, 0.0, 2.0],
-    equity=2.0,
-    volatility=[0.0, 0.0, 0.0],
-    volume=[0.0, 0.0, 1.1754943508222875e-38],
-    spread=[0.0, 0.0, 0.0],
-    coefficient=0.0,
-)
-@example(  # the same overflow with a positive coefficient: a unit cost of 1
-    trades=[0.0, 0.0, 2.0],
-    equity=2.0,
-    volatility=[0.01, 0.01, 0.01],
-    volume=[0.0, 0.0, 1.1754943508222875e-38],
-    spread=[0.0, 0.0, 0.0],
-    coefficient=0.5,
-)
+@example(**_OVERFLOW, volatility=[0.0, 0.0, 0.0], coefficient=0.0)
+@example(**_OVERFLOW, volatility=[0.01, 0.01, 0.01], coefficient=0.5)  # a unit cost of 1
 def test_float32_costs_are_finite_non_negative_and_sekais(
     trades, equity, volatility, volume, spread, coefficient
 ):
