@@ -9,7 +9,7 @@ import pytest
 
 from parallax import spaces
 from parallax.testing import _harness
-from parallax.testing._compare import _batched_contains
+from parallax.testing._compare import batched_contains
 from parallax.testing._rollout import KeyPolicy, SampledPolicy, _schedule_fn
 
 SPACES = {
@@ -40,7 +40,7 @@ def test_schedules_and_membership_equal_the_default_compile_bit_for_bit(x64):
         samples = np.asarray(_schedule_fn(SampledPolicy(box), 12, 1)(keys, keys).prepared[0])
         outside = np.full((1, 12, 4), 2.5, np.float32)
         batch = np.concatenate([samples, outside])  # (4, 12, 4): three inside, one outside
-        contains = _batched_contains(box, 2)
+        contains = batched_contains(box, 2)
         inside = np.asarray(contains(batch))
         assert inside[:3].all() and not inside[3].any()
         _same_bits(inside, jax.jit(contains.__wrapped__)(batch))

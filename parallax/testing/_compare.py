@@ -22,7 +22,13 @@ from ._rollout import EnvKind, Rollout
 from ._tolerance import Tolerance
 from ._trees import first_mismatch, path_str
 
-__all__ = ["batch_index", "check_in_space", "compare_rollouts", "explain_not_contained"]
+__all__ = [
+    "batch_index",
+    "batched_contains",
+    "check_in_space",
+    "compare_rollouts",
+    "explain_not_contained",
+]
 
 
 # -- explaining a failed `contains` ------------------------------------------------------------
@@ -95,12 +101,17 @@ def _batched_contains(space: Any, lead: int) -> Callable[[Any], Any]:
     return harness_jit(fn)
 
 
-def _contains_all(space: Any, tree: Any, lead: int) -> np.ndarray:
+def batched_contains(space: Any, lead: int) -> Callable[[Any], Any]:
+    """`space.contains` over `lead` leading batch axes, one compiled program per `(space,
+    lead)` (an unhashable space gets its own)."""
     try:
-        fn = _batched_contains(space, lead)
+        return _batched_contains(space, lead)
     except TypeError:  # an unhashable space
-        fn = _batched_contains.__wrapped__(space, lead)
-    return np.asarray(fn(tree))
+        return _batched_contains.__wrapped__(space, lead)
+
+
+def _contains_all(space: Any, tree: Any, lead: int) -> np.ndarray:
+    return np.asarray(batched_contains(space, lead)(tree))
 
 
 def check_in_space(

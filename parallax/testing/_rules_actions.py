@@ -27,9 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._spaces import Box, Discrete, MultiDiscrete, PyTreeSpace
-from ._compare import explain_not_contained
+from ._compare import batched_contains, explain_not_contained
 from ._errors import CheckError
-from ._harness import harness_jit
 from ._report import CheckReport
 from ._rollout import EnvKind, Rollout, observation_of, reward_of
 from ._trees import flatten, to_numpy
@@ -139,10 +138,7 @@ def boundary_actions(env: Any, kind: EnvKind, roll: Rollout, report: CheckReport
     num_states = int(np.shape(pre.step_count)[0])
     lead = 1 + int(kind.vector)
     space = env.observation_space
-    contains: Any = space.contains
-    for _ in range(lead):
-        contains = jax.vmap(contains)
-    contains = harness_jit(contains)
+    contains = batched_contains(space, lead)
     for label, action in inside:
         out = step(pre, action)
         ok = np.asarray(contains(observation_of(out)))
