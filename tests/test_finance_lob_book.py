@@ -10,6 +10,7 @@ book at a time, overflow, rejection of invalid orders, float32 and x64.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -455,3 +456,21 @@ def test_sort_free_priority_and_nth_smallest_match_numpy(x64: bool) -> None:
         values, mask, np.arange(5, dtype=np.int32)
     )
     assert got.tolist() == [0, 3, 5, 2**30, 2**31 - 1]
+
+
+@pytest.mark.parametrize("step_bits", [1, 2, 3, 4, 5])
+def test_nth_smallest_over_a_narrow_width_finds_every_rank(step_bits: int) -> None:
+    # the flow searches labels below 2**width (width 10 for its defaults), any bits per step
+    from parallax.finance._lob._book import _nth_smallest
+
+    rng = np.random.default_rng(step_bits)
+    width = 10
+    values = rng.choice(2**width, 40, replace=False).astype(np.int32)
+    values[0] = 2**width - 1  # the largest label fits
+    values[1] = 0
+    mask = rng.random(40) < 0.6
+    mask[:2] = True
+    ranks = np.arange(int(mask.sum()), dtype=np.int32)
+    search = functools.partial(_nth_smallest, width=width, step_bits=step_bits)
+    got = jax.jit(jax.vmap(search, in_axes=(None, None, 0)))(values, mask, ranks)
+    np.testing.assert_array_equal(got, np.sort(values[mask]))

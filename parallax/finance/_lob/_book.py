@@ -219,18 +219,28 @@ def _priority_ahead(
     return rank, ahead
 
 
-def _nth_smallest(values: jax.Array, mask: jax.Array, n: jax.Array) -> jax.Array:
+def _nth_smallest(
+    values: jax.Array,
+    mask: jax.Array,
+    n: jax.Array,
+    *,
+    width: int = 31,
+    step_bits: int = _SEARCH_BITS,
+) -> jax.Array:
     """The `n`-th smallest (0-based) of the non-negative int32 `values` where `mask`, unsorted.
 
     A search from the top bit: the answer is the largest `v` with at most `n` masked values
-    below it, found `_SEARCH_BITS` bits a step (8 steps for 31 bits, each counting the masked
-    values below 15 candidates at once), in place of a sort. With distinct masked values and
-    `0 <= n < sum(mask)` it is the value of rank `n`; otherwise it is meaningless.
+    below it, found `step_bits` bits a step (for 31 bits and 4 a step, 8 steps, each
+    counting the masked values below 15 candidates at once), in place of a sort. With
+    distinct masked values below `2**width` and `0 <= n < sum(mask)` it is the value of
+    rank `n`; otherwise it is meaningless.
 
     Args:
-        values: int32 `(M,)`, >= 0 where `mask`.
+        values: int32 `(M,)`, in `[0, 2**width)` where `mask`.
         mask: bool `(M,)`.
         n: int32 `()`.
+        width: The bits of the masked values, in `1..31` (static).
+        step_bits: The bits found per step, >= 1 (static).
 
     Returns:
         int32 `()`.
@@ -238,9 +248,9 @@ def _nth_smallest(values: jax.Array, mask: jax.Array, n: jax.Array) -> jax.Array
     values = values.astype(jnp.int32)
     n = jnp.asarray(n, jnp.int32)
     found = jnp.int32(0)
-    top = 31
+    top = int(width)
     while top > 0:
-        low = max(top - _SEARCH_BITS, 0)
+        low = max(top - int(step_bits), 0)
         digits = jnp.arange(1, 1 << (top - low), dtype=jnp.int32)
         candidates = found | (digits << low)
         below = jnp.sum(

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_CANCEL_STEP_BITS = 3  # bits per step of the cancellation's search (2-4 measured alike)
 
 FLOW_SLOTS = rng.SlotTable(
     rng.Slot(0, "INIT_SIZE", "initialise (decision 0)", "order j of the seed book", "uniform"),
@@ -303,6 +304,21 @@ def _best(book: Book) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     return bid, ask, has_bid, has_ask
 
 
+def _arrival_ranks(book: Book) -> tuple[jax.Array, jax.Array]:
+    """Each resting background order's rank in arrival (id) order, and their number.
+
+    Returns `(rank, count)`: int32 `(2, C)` (meaningful where a background order rests)
+    and int32 `()`. One sort of the `2C` slots, once per run of the flow.
+    """
+    seq = book.seq.reshape(-1)
+    background = (book.valid & (book.owner == BACKGROUND)).reshape(-1)
+    key = jnp.where(background, seq, _INT32_MAX)
+    slots = jnp.arange(key.shape[0], dtype=jnp.int32)
+    _, order = lax.sort((key, slots), num_keys=1)
+    rank = jnp.zeros_like(slots).at[order].set(slots)
+    return rank.reshape(book.seq.shape), jnp.sum(background, dtype=jnp.int32)
+
+
 def run_flow(
     book: Book,
     params: FlowParams,
@@ -443,6 +459,14 @@ def _run_flow(
     # counters: n-th draw of WAIT (= EVENT), OFFSET, SIZE, CANCEL within this interval
     counters0 = jnp.zeros(4, jnp.int32)
     carry0 = (book, stats0, counters0, jnp.asarray(False))
+    # A cancellation takes the i-th resting background order in id order. Ids are relabelled
+    # into a small range that keeps their order: the orders resting at the start by their
+    # rank (< 2C), the orders of this run by `count0 + id - first_id`, where `first_id` is
+    # the id the run's first order takes (each iteration issues at most one id). So the
+    # i-th smallest label is searched over `width` bits instead of the ids' 31.
+    rank0, count0 = _arrival_ranks(book)
+    first_id = book.next_id
+    width = max(2 * capacity + max_events - 1, 1).bit_length()
 
     def cond(carry: tuple[Book, FlowStats, jax.Array, jax.Array]) -> jax.Array:
         _, stats, _, done = carry
@@ -509,9 +533,16 @@ def _run_flow(
             n_cancel.astype(jnp.uint32),
             jnp.maximum(n_background, 1),
         )
-        # Its id is the index-th smallest background id, found without sorting.
-        target = _nth_smallest(book.seq.reshape(-1), is_background.reshape(-1), index)
-        remove = is_cancel & is_background & (book.seq == target)
+        # The index-th smallest background label (so id), found without sorting.
+        label = jnp.where(book.seq >= first_id, count0 + (book.seq - first_id), rank0)
+        target = _nth_smallest(
+            label.reshape(-1),
+            is_background.reshape(-1),
+            index,
+            width=width,
+            step_bits=_CANCEL_STEP_BITS,
+        )
+        remove = is_cancel & is_background & (label == target)
         valid = jnp.where(is_cancel, book.valid & ~remove, after.valid)
         new_book = dataclasses.replace(
             after,
