@@ -517,13 +517,6 @@ def _run_flow(
             valid=after.valid & ~(drop_rest & (after.seq == fills.taker_id)),
             overflow=book.overflow | (fills.overflow & ~is_market),
         )
-        after = dataclasses.replace(
-            after,
-            price=jnp.where(after.valid, after.price, 0),
-            size=jnp.where(after.valid, after.size, 0),
-            owner=jnp.where(after.valid, after.owner, 0),
-            seq=jnp.where(after.valid, after.seq, 0),
-        )
 
         # A cancellation: the i-th resting background order in arrival (id) order.
         index = rng.randint(
