@@ -95,10 +95,7 @@ def _slice(tree: Any, index: tuple[int, ...]) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _batched_contains(space: Any, lead: int) -> Callable[[Any], Any]:
-    fn = space.contains
-    for _ in range(lead):
-        fn = jax.vmap(fn)
-    return harness_jit(fn)
+    return harness_jit(space.contains, lead=lead)
 
 
 def batched_contains(space: Any, lead: int) -> Callable[[Any], Any]:

@@ -26,9 +26,12 @@ HARNESS_COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
 """The XLA options of the harness's own programs on the CPU backend."""
 
 
-def harness_jit(fn: Callable[..., Any]) -> Any:
-    """`jax.jit(fn)`, compiled with `HARNESS_COMPILER_OPTIONS` when the default backend is
-    the CPU (other backends compile with their defaults)."""
+def harness_jit(fn: Callable[..., Any], *, lead: int = 0) -> Any:
+    """`jax.jit(fn)` over `lead` leading batch axes (`fn` vmapped `lead` times), compiled
+    with `HARNESS_COMPILER_OPTIONS` when the default backend is the CPU (other backends
+    compile with their defaults)."""
+    for _ in range(lead):
+        fn = jax.vmap(fn)
     if jax.default_backend() == "cpu":
         return jax.jit(fn, compiler_options=HARNESS_COMPILER_OPTIONS)
     return jax.jit(fn)

@@ -44,10 +44,7 @@ _OWNER = "check_marl_env"
 
 @functools.lru_cache(maxsize=32)
 def _sampler(space: Any, lead: int) -> Callable[[Any], Any]:
-    fn = lambda key: space.sample(key=key)  # noqa: E731
-    for _ in range(lead):
-        fn = jax.vmap(fn)
-    return harness_jit(fn)
+    return harness_jit(lambda key: space.sample(key=key), lead=lead)
 
 
 def _sample(space: Any, keys: Any) -> Any:

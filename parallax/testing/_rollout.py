@@ -237,10 +237,8 @@ def _schedule_fn(policy: SampledPolicy | KeyPolicy, num_steps: int, lead: int) -
         prepared = jax.vmap(lambda t: policy.prepare(_derive(policy_key, _ACTION_TAG, t)))(steps)
         return Schedule(jax.random.key_data(first), jax.random.key_data(restart), prepared)
 
-    fn: Any = one
-    for _ in range(lead):
-        fn = jax.vmap(fn)
-    return harness_jit(fn)  # bookkeeping, not the env: compiled without LLVM optimisation
+    # bookkeeping, not the env: compiled without LLVM optimisation
+    return harness_jit(one, lead=lead)
 
 
 class Schedule(NamedTuple):
