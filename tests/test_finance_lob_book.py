@@ -474,3 +474,41 @@ def test_nth_smallest_over_a_narrow_width_finds_every_rank(step_bits: int) -> No
     search = functools.partial(_nth_smallest, width=width, step_bits=step_bits)
     got = jax.jit(jax.vmap(search, in_axes=(None, None, 0)))(values, mask, ranks)
     np.testing.assert_array_equal(got, np.sort(values[mask]))
+
+
+@pytest.mark.parametrize("n_levels", [1, 5, 17, 40])
+def test_sort_free_depth_matches_numpy(n_levels: int) -> None:
+    # depth_levels finds one level per step (unrolled up to 16 levels, a loop beyond): the
+    # best distinct prices and the quantity at each, as aggregating the sorted slots does
+    rng = np.random.default_rng(n_levels)
+    n_books, capacity = 16, 24
+    price = rng.integers(1, 30, (n_books, 2, capacity)).astype(np.int32)
+    size = rng.integers(1, 9, (n_books, 2, capacity)).astype(np.int32)
+    valid = rng.random((n_books, 2, capacity)) < 0.6
+    valid[0] = False  # an empty book
+    valid[1, 1] = False  # no asks
+    valid[2] = True
+    price[2] = 7  # one level per side
+    price, size = np.where(valid, price, 0), np.where(valid, size, 0)
+    zeros = np.zeros((n_books, 2, capacity), np.int32)
+    book = Book(
+        price=jnp.asarray(price),
+        size=jnp.asarray(size),
+        owner=jnp.asarray(zeros - 1),
+        seq=jnp.asarray(zeros),
+        valid=jnp.asarray(valid),
+        next_id=jnp.ones(n_books, jnp.int32),
+        last_price=jnp.zeros(n_books, jnp.int32),
+        overflow=jnp.zeros(n_books, bool),
+    )
+    got = jax.jit(jax.vmap(lambda b: depth_levels(b, n_levels)))(book)
+    for b in range(n_books):
+        want = []
+        for row, best_first in ((0, -1), (1, 1)):
+            levels = np.unique(price[b, row][valid[b, row]])[::best_first][:n_levels]
+            quantities = [
+                int(size[b, row][valid[b, row] & (price[b, row] == p)].sum()) for p in levels
+            ]
+            pad = [0] * (n_levels - len(levels))
+            want += [levels.tolist() + pad, quantities + pad]
+        assert [np.asarray(g[b]).tolist() for g in got] == want, b

@@ -620,21 +620,6 @@ def best_ask(book: Book) -> jax.Array:
     return jnp.where(jnp.any(book.valid[1]), lowest, 0)
 
 
-def _side_depth(
-    price: jax.Array, size: jax.Array, valid: jax.Array, descending: bool, n_levels: int
-) -> tuple[jax.Array, jax.Array]:
-    key = jnp.where(valid, -price if descending else price, _INT32_MAX)
-    key, quantity = lax.sort((key, jnp.where(valid, size, 0)), num_keys=1)
-    present = key != _INT32_MAX
-    starts = present & jnp.concatenate([jnp.ones(1, bool), key[1:] != key[:-1]])
-    level = jnp.cumsum(starts, dtype=jnp.int32) - 1
-    level = jnp.where(present, level, n_levels)  # past the end: dropped
-    level_price = -key if descending else key
-    prices = jnp.zeros(n_levels, jnp.int32).at[level].max(level_price, mode="drop")
-    sizes = jnp.zeros(n_levels, jnp.int32).at[level].add(quantity, mode="drop")
-    return prices, sizes
-
-
 def depth_levels(book: Book, n_levels: int) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Aggregated depth of the best `n_levels` price levels per side (sekai's `depth`).
 
@@ -655,9 +640,37 @@ def depth_levels(book: Book, n_levels: int) -> tuple[jax.Array, jax.Array, jax.A
         n = -1
     if isinstance(n_levels, bool) or n < 0:
         raise ValueError(f"n_levels must be a non-negative int, got {n_levels!r}.")
-    bid_prices, bid_sizes = _side_depth(book.price[0], book.size[0], book.valid[0], True, n)
-    ask_prices, ask_sizes = _side_depth(book.price[1], book.size[1], book.valid[1], False, n)
-    return bid_prices, bid_sizes, ask_prices, ask_sizes
+    if not n:
+        none = jnp.zeros(0, jnp.int32)
+        return none, none, none, none
+    # Level by level, without sorting (a sort of the slots costs far more on the CPU): the
+    # next level's key is the smallest above the previous level's, found in the same
+    # two-output reduction as the size resting at the previous level. Keys: -price for
+    # bids, price for asks (smaller is better); empty slots are above every level.
+    sign = jnp.asarray([[-1], [1]], jnp.int32)
+    key = jnp.where(book.valid, sign * book.price, _INT32_MAX)
+    quantity = jnp.where(book.valid, book.size, 0)
+
+    def next_level(previous: jax.Array, _: Any) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        following, resting = lax.reduce(
+            (
+                jnp.where(key > previous[:, None], key, _INT32_MAX),
+                jnp.where(key == previous[:, None], quantity, 0),
+            ),
+            (jnp.int32(_INT32_MAX), jnp.int32(0)),
+            lambda x, y: (jnp.minimum(x[0], y[0]), x[1] + y[1]),
+            (1,),
+        )
+        return following, (following, resting)
+
+    # levels 0..n-1 and, one step on, the size at level n-1 (unrolled for a few levels, a
+    # loop beyond, so the program's size stays bounded)
+    below_all = jnp.full(2, np.iinfo(np.int32).min, jnp.int32)
+    _, (keys, sizes) = lax.scan(next_level, below_all, None, length=n + 1, unroll=n <= 16)
+    level_key = keys[:n].T
+    prices = jnp.where(level_key == _INT32_MAX, 0, sign * level_key)
+    level_size = sizes[1:].T
+    return prices[0], level_size[0], prices[1], level_size[1]
 
 
 def queue_position(book: Book, order_id: Any) -> tuple[jax.Array, jax.Array]:
