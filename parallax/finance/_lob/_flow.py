@@ -449,6 +449,7 @@ def _run_flow(
     base = limit_total + 2.0 * mr
     capacity = book.capacity
     agents = jnp.arange(num_agents, dtype=jnp.int32)
+    ring = jnp.arange(max_trades, dtype=jnp.int32)
 
     def draw(slot: int, n: jax.Array) -> jax.Array:
         return rng.uniform(episode_key, step, slot, n.astype(jnp.uint32), dtype=dtype)
@@ -576,9 +577,17 @@ def _run_flow(
         slot = jnp.where(keep, (stats.n_trades + j) % max_trades, max_trades)
         time = jnp.where(happens, t, stats.end_time)
 
-        def log(buffer: jax.Array, value: Any) -> jax.Array:
-            value = jnp.broadcast_to(jnp.asarray(value, buffer.dtype), (capacity,))
-            return buffer.at[slot].set(value, mode="drop")
+        def log(buffer: jax.Array, value: jax.Array) -> jax.Array:
+            return buffer.at[slot].set(value.astype(buffer.dtype), mode="drop")
+
+        # The entries this iteration writes: `min(count, T)` from position `n_trades % T`
+        # on (the last T trades when more). The time and the taker's side, the same for all
+        # of them, are selected there rather than scattered: as a scatter's broadcast
+        # update, XLA fused the side's draw into it and hashed the draw once per slot.
+        written = (ring - stats.n_trades) % max_trades < jnp.minimum(count, max_trades)
+
+        def log_each(buffer: jax.Array, value: jax.Array) -> jax.Array:
+            return jnp.where(written, value.astype(buffer.dtype), buffer)
 
         traded = jnp.where(is_fill, match.traded, 0)
         mine = (match.maker_owner[None, :] == agents[:, None]) & is_fill[None, :]
@@ -598,11 +607,11 @@ def _run_flow(
             truncated=stats.truncated,
             n_trades=stats.n_trades + count,
             volume=stats.volume + jnp.sum(traded, dtype=jnp.int32),
-            trade_time=log(stats.trade_time, time),
+            trade_time=log_each(stats.trade_time, time),
             trade_price=log(stats.trade_price, match.price),
             trade_size=log(stats.trade_size, traded),
             trade_maker_owner=log(stats.trade_maker_owner, match.maker_owner),
-            trade_taker_side=log(stats.trade_taker_side, side),
+            trade_taker_side=log_each(stats.trade_taker_side, side),
             agent_bought=stats.agent_bought + bought,
             agent_sold=stats.agent_sold + sold,
             agent_cash=stats.agent_cash + jnp.where(count > 0, cash, 0),
