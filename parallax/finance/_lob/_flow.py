@@ -576,9 +576,7 @@ def _run_flow(
         keep = is_fill & (j >= count - max_trades)
         slot = jnp.where(keep, (stats.n_trades + j) % max_trades, max_trades)
         time = jnp.where(happens, t, stats.end_time)
-
-        def log(buffer: jax.Array, value: jax.Array) -> jax.Array:
-            return buffer.at[slot].set(value.astype(buffer.dtype), mode="drop")
+        traded = jnp.where(is_fill, match.traded, 0)
 
         # The entries this iteration writes: `min(count, T)` from position `n_trades % T`
         # on (the last T trades when more). The time and the taker's side, the same for all
@@ -589,7 +587,21 @@ def _run_flow(
         def log_each(buffer: jax.Array, value: jax.Array) -> jax.Array:
             return jnp.where(written, value.astype(buffer.dtype), buffer)
 
-        traded = jnp.where(is_fill, match.traded, 0)
+        # The makers' fields at the entries they write: one (T, C) match of entries to
+        # slots, summed in one three-output reduction (each written entry has exactly one
+        # slot), instead of three scatters.
+        hit = slot[None, :] == ring[:, None]
+        logged_price, logged_size, logged_owner = lax.reduce(
+            (
+                jnp.where(hit, match.price[None, :], 0),
+                jnp.where(hit, traded[None, :], 0),
+                jnp.where(hit, match.maker_owner[None, :], 0),
+            ),
+            (zero, zero, zero),
+            lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2]),
+            (1,),
+        )
+
         mine = (match.maker_owner[None, :] == agents[:, None]) & is_fill[None, :]
         mine_size = jnp.where(mine, traded[None, :], 0)
         quantity = jnp.sum(mine_size, axis=1, dtype=jnp.int32)
@@ -608,9 +620,9 @@ def _run_flow(
             n_trades=stats.n_trades + count,
             volume=stats.volume + jnp.sum(traded, dtype=jnp.int32),
             trade_time=log_each(stats.trade_time, time),
-            trade_price=log(stats.trade_price, match.price),
-            trade_size=log(stats.trade_size, traded),
-            trade_maker_owner=log(stats.trade_maker_owner, match.maker_owner),
+            trade_price=log_each(stats.trade_price, logged_price),
+            trade_size=log_each(stats.trade_size, logged_size),
+            trade_maker_owner=log_each(stats.trade_maker_owner, logged_owner),
             trade_taker_side=log_each(stats.trade_taker_side, side),
             agent_bought=stats.agent_bought + bought,
             agent_sold=stats.agent_sold + sold,
