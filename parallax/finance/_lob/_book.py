@@ -342,10 +342,14 @@ def _match(
     filled = jnp.sum(traded, dtype=jnp.int32)
     remaining = quantity - filled
     is_fill = traded > 0
-    count = jnp.sum(is_fill, dtype=jnp.int32)
-    # The last execution is at the worst price that traded (the highest ask a buy reached,
-    # the lowest bid a sell did).
-    worst = jnp.max(jnp.where(is_fill, key, -_INT32_MAX))
+    # The number of executions, and the worst price that traded (the highest ask a buy
+    # reached, the lowest bid a sell did: the last execution's), in one reduction.
+    count, worst = lax.reduce(
+        (is_fill.astype(jnp.int32), jnp.where(is_fill, key, -_INT32_MAX)),
+        (jnp.int32(0), jnp.int32(-_INT32_MAX)),
+        lambda x, y: (x[0] + y[0], jnp.maximum(x[1], y[1])),
+        (0,),
+    )
     last_fill_price = jnp.where(is_bid, worst, -worst)
 
     new_opp_size = opp_size - traded
