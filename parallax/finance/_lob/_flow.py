@@ -604,10 +604,15 @@ def _run_flow(
 
         mine = (match.maker_owner[None, :] == agents[:, None]) & is_fill[None, :]
         mine_size = jnp.where(mine, traded[None, :], 0)
-        quantity = jnp.sum(mine_size, axis=1, dtype=jnp.int32)
+        # Each agent's quantity, value and number of fills in one three-output reduction.
+        quantity, value, n_fills = lax.reduce(
+            (mine_size, mine_size * match.price[None, :], mine.astype(jnp.int32)),
+            (zero, zero, zero),
+            lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2]),
+            (1,),
+        )
         bought = jnp.where(side == ASK, quantity, 0)
         sold = jnp.where(side == BID, quantity, 0)
-        value = jnp.sum(mine_size * match.price[None, :], axis=1, dtype=jnp.int32)
         cash = jnp.where(side == BID, value, -value)
         new_stats = FlowStats(
             events=stats.events + happens.astype(jnp.int32),
@@ -627,7 +632,7 @@ def _run_flow(
             agent_bought=stats.agent_bought + bought,
             agent_sold=stats.agent_sold + sold,
             agent_cash=stats.agent_cash + jnp.where(count > 0, cash, 0),
-            agent_fills=stats.agent_fills + jnp.sum(mine, axis=1, dtype=jnp.int32),
+            agent_fills=stats.agent_fills + n_fills,
             end_time=time,
         )
         new_counters = jnp.stack(
