@@ -189,6 +189,25 @@ def _row(side: jax.Array) -> jax.Array:
     return (side < 0).astype(jnp.int32)
 
 
+def _sums(operands: tuple[jax.Array, ...], axis: int) -> tuple[jax.Array, ...]:
+    """The int32 sums of `operands` (arrays of one shape) over `axis`, in one reduction.
+
+    XLA's CPU compiler splits a one-output reduction over 32 or more elements into a
+    partial and a final reduction, two kernels with the reduced operand written out between
+    them; a reduction with two or more outputs stays one loop fused with what feeds it. So
+    sums needed together are taken together (on the CPU, about the cost of one sum).
+    """
+    zeros = tuple(jnp.int32(0) for _ in operands)
+    return tuple(
+        lax.reduce(
+            tuple(x.astype(jnp.int32) for x in operands),
+            zeros,
+            lambda x, y: tuple(a + b for a, b in zip(x, y, strict=True)),
+            (axis,),
+        )
+    )
+
+
 def _priority_ahead(
     key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
@@ -208,14 +227,8 @@ def _priority_ahead(
     k_s, k_t = key[:, None], key[None, :]
     before = eligible[None, :] & ((k_t < k_s) | ((k_t == k_s) & (seq[None, :] < seq[:, None])))
     ones = before.astype(jnp.int32)
-    # One two-output reduction: on the CPU it costs about what one sum does, and a
-    # quarter of two separate sums (or of the sort it replaces).
-    rank, ahead = lax.reduce(
-        (ones, ones * size[None, :].astype(jnp.int32)),
-        (jnp.int32(0), jnp.int32(0)),
-        lambda x, y: (x[0] + y[0], x[1] + y[1]),
-        (1,),
-    )
+    # One two-output reduction: a quarter of two separate sums (or of the sort it replaces).
+    rank, ahead = _sums((ones, ones * size[None, :].astype(jnp.int32)), 1)
     return rank, ahead
 
 
@@ -255,19 +268,12 @@ def _nth_smallest(
         candidates = found | (digits << low)
         k = candidates.shape[0]
         # Values down, candidates across, summed over the major axis in two halves of the
-        # candidates (an odd count gets a spare, left out after). XLA's CPU compiler splits a
-        # one-output reduction over 32 or more values into a partial and a final reduction,
-        # two kernels with the comparisons written out before them; a two-output one stays
-        # one loop fused with the comparisons (the flow: about 8% faster).
+        # candidates (an odd count gets a spare, left out after), so the count is a
+        # two-output reduction that stays one loop (see `_sums`; the flow: about 8% faster).
         half = (k + 1) // 2
         candidates = jnp.concatenate([candidates, candidates[:1]]) if k % 2 else candidates
-        ones = (mask[:, None] & (values[:, None] < candidates[None, :])).astype(jnp.int32)
-        low_half, high_half = lax.reduce(
-            (ones[:, :half], ones[:, half:]),
-            (jnp.int32(0), jnp.int32(0)),
-            lambda x, y: (x[0] + y[0], x[1] + y[1]),
-            (0,),
-        )
+        ones = mask[:, None] & (values[:, None] < candidates[None, :])
+        low_half, high_half = _sums((ones[:, :half], ones[:, half:]), 0)
         below = jnp.concatenate([low_half, high_half])[:k]
         # `below` grows with the digit, so the largest digit that keeps it <= n is a count.
         found = found | (jnp.sum(below <= n, dtype=jnp.int32) << low)

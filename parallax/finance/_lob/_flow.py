@@ -31,7 +31,7 @@ from jax import lax
 
 from ... import rng
 from .._models._base import _poisson
-from ._book import ASK, BACKGROUND, BID, Book, _match, _nth_smallest, empty_book
+from ._book import ASK, BACKGROUND, BID, Book, _match, _nth_smallest, _sums, empty_book
 
 __all__ = [
     "FLOW_SLOTS",
@@ -296,16 +296,22 @@ def initialise(
     )
 
 
-def _best(book: Book) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+def _background(book: Book) -> jax.Array:
+    """Which slots hold a resting background order, bool `(2, C)`."""
+    return book.valid & (book.owner == BACKGROUND)
+
+
+def _best(
+    book: Book, background: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
     """Best bid (0 if none), best ask (int32 max if none), whether each side has an order,
-    and the number of resting background orders, in one pass over the slots."""
+    and the number of resting background orders (`background`: `_background(book)`), in
+    one pass over the slots."""
     sign = jnp.asarray([[1], [-1]], jnp.int32)
     key = jnp.where(book.valid, sign * book.price, jnp.iinfo(jnp.int32).min)
-    background = (book.valid & (book.owner == BACKGROUND)).astype(jnp.int32)
-    # One variadic reduction: XLA's CPU compiler splits a single-output reduction over 32 or
-    # more slots into two kernels, and keeps this one a single loop.
+    # One two-output reduction, one loop on the CPU (see `_sums`).
     best, count = lax.reduce(
-        (key, background),
+        (key, background.astype(jnp.int32)),
         (jnp.int32(jnp.iinfo(jnp.int32).min), jnp.int32(0)),
         lambda x, y: (jnp.maximum(x[0], y[0]), x[1] + y[1]),
         (1,),
@@ -323,18 +329,12 @@ def _arrival_ranks(book: Book) -> tuple[jax.Array, jax.Array]:
     and int32 `()`. One pairwise count over the `2C` slots, once per run of the flow.
     """
     seq = book.seq.reshape(-1)
-    background = (book.valid & (book.owner == BACKGROUND)).reshape(-1)
+    background = _background(book).reshape(-1)
     # Background ids are distinct, so an order's rank is the number of background ids below
     # its own. The pairwise count is a two-output reduction (the second counts the
     # background orders), one fused loop on the CPU and several times cheaper than a sort.
-    below = (background[None, :] & (seq[None, :] < seq[:, None])).astype(jnp.int32)
-    counted = jnp.broadcast_to(background.astype(jnp.int32), below.shape)
-    rank, count = lax.reduce(
-        (below, counted),
-        (jnp.int32(0), jnp.int32(0)),
-        lambda x, y: (x[0] + y[0], x[1] + y[1]),
-        (1,),
-    )
+    below = background[None, :] & (seq[None, :] < seq[:, None])
+    rank, count = _sums((below, jnp.broadcast_to(background, below.shape)), 1)
     return rank.reshape(book.seq.shape), count[0]
 
 
@@ -497,11 +497,11 @@ def _run_flow(
     ) -> tuple[Book, FlowStats, jax.Array, jax.Array]:
         book, stats, counters, _ = carry
         n_wait, n_offset, n_size, n_cancel = counters[0], counters[1], counters[2], counters[3]
-        bid, ask, has_bid, has_ask, n_background = _best(book)
+        is_background = _background(book)
+        bid, ask, has_bid, has_ask, n_background = _best(book, is_background)
         refill = (stats.events > 0) & ~(has_bid & has_ask)
 
         # A Poisson event (when no refill is pending).
-        is_background = book.valid & (book.owner == BACKGROUND)
         rate = base + cr * n_background.astype(dtype)
         t = stats.end_time + _exponential_from_uniform(draw(FLOW_SLOTS.WAIT, n_wait)) / rate
         finished = ~refill & (t > until)
@@ -591,26 +591,19 @@ def _run_flow(
         # slots, summed in one three-output reduction (each written entry has exactly one
         # slot), instead of three scatters.
         hit = slot[None, :] == ring[:, None]
-        logged_price, logged_size, logged_owner = lax.reduce(
+        logged_price, logged_size, logged_owner = _sums(
             (
                 jnp.where(hit, match.price[None, :], 0),
                 jnp.where(hit, traded[None, :], 0),
                 jnp.where(hit, match.maker_owner[None, :], 0),
             ),
-            (zero, zero, zero),
-            lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2]),
-            (1,),
+            1,
         )
 
         mine = (match.maker_owner[None, :] == agents[:, None]) & is_fill[None, :]
         mine_size = jnp.where(mine, traded[None, :], 0)
         # Each agent's quantity, value and number of fills in one three-output reduction.
-        quantity, value, n_fills = lax.reduce(
-            (mine_size, mine_size * match.price[None, :], mine.astype(jnp.int32)),
-            (zero, zero, zero),
-            lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2]),
-            (1,),
-        )
+        quantity, value, n_fills = _sums((mine_size, mine_size * match.price[None, :], mine), 1)
         bought = jnp.where(side == ASK, quantity, 0)
         sold = jnp.where(side == BID, quantity, 0)
         cash = jnp.where(side == BID, value, -value)
