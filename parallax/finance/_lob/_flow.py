@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +31,7 @@ from jax import lax
 
 from ... import rng
 from .._models._base import _poisson
-from ._book import ASK, BACKGROUND, BID, Book, _match, _nth_smallest, _sums, empty_book
+from ._book import ASK, BACKGROUND, BID, Book, _nth_smallest, _row, _sums, empty_book
 
 __all__ = [
     "FLOW_SLOTS",
@@ -134,8 +134,9 @@ class FlowStats:
         limit_orders, market_orders, cancels: int32 `()`, events of each kind carried out
             (market orders that found the opposite side empty are not counted).
         refills: int32 `()`, limit orders placed to refill an emptied side.
-        iterations: int32 `()`, loop iterations used (events + refills + the final
-            waiting time that crossed `until`).
+        iterations: int32 `()`, loop iterations used: one per event and per refill, one
+            more per execution of an order after its first (an iteration executes against
+            one resting order), and one for the final waiting time that crossed `until`.
         truncated: bool `()`, True when the loop stopped at `max_events` iterations before
             reaching `until`: the book is then that of an earlier time.
         n_trades: int32 `()`, executions in the run.
@@ -208,9 +209,12 @@ def default_max_events(
 ) -> int:
     """A bound on the loop iterations of one interval of length `duration`.
 
-    The event rate is at most `2 limit_rate + 2 market_rate + cancel_rate * 2 capacity`
-    (every slot a background order). The bound is twice (each event may be followed by a
-    refill) the Poisson mean at that rate plus `sigmas` standard deviations plus 16.
+    Limit orders and cancellations take one iteration each, at a rate of at most
+    `2 limit_rate + cancel_rate * 2 capacity` (every slot a background order); a market
+    order takes one per resting order it executes against, at most its size, so market
+    orders add `2 market_rate * s` iterations per unit time for sizes `s` (mean
+    `mean_size`). The bound is twice (each event may be followed by a refill) the mean of
+    that compound Poisson count plus `sigmas` of its standard deviations plus 16.
 
     Args:
         params: Python-number parameters.
@@ -221,10 +225,13 @@ def default_max_events(
     Returns:
         The bound, a Python int.
     """
-    rate = 2 * float(params.limit_rate) + 2 * float(params.market_rate)
-    rate += float(params.cancel_rate) * 2 * int(capacity)
-    mean = rate * float(duration)
-    return int(2 * math.ceil(mean + sigmas * math.sqrt(mean) + 16))
+    single = 2 * float(params.limit_rate) + float(params.cancel_rate) * 2 * int(capacity)
+    market = 2 * float(params.market_rate)
+    size = float(params.mean_size)
+    mean = (single + market * size) * float(duration)
+    # a compound Poisson count's variance: rate * E[s^2], with Var(s) = mean_size - 1
+    variance = (single + market * (size * size + size - 1)) * float(duration)
+    return int(2 * math.ceil(mean + sigmas * math.sqrt(variance) + 16))
 
 
 def initialise(
@@ -296,48 +303,6 @@ def initialise(
     )
 
 
-def _background(book: Book) -> jax.Array:
-    """Which slots hold a resting background order, bool `(2, C)`."""
-    return book.valid & (book.owner == BACKGROUND)
-
-
-def _best(
-    book: Book, background: jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Best bid (0 if none), best ask (int32 max if none), whether each side has an order,
-    and the number of resting background orders (`background`: `_background(book)`), in
-    one pass over the slots."""
-    sign = jnp.asarray([[1], [-1]], jnp.int32)
-    key = jnp.where(book.valid, sign * book.price, jnp.iinfo(jnp.int32).min)
-    # One two-output reduction, one loop on the CPU (see `_sums`).
-    best, count = lax.reduce(
-        (key, background.astype(jnp.int32)),
-        (jnp.int32(jnp.iinfo(jnp.int32).min), jnp.int32(0)),
-        lambda x, y: (jnp.maximum(x[0], y[0]), x[1] + y[1]),
-        (1,),
-    )
-    has = best > jnp.iinfo(jnp.int32).min
-    bid = jnp.where(has[0], best[0], 0)
-    ask = jnp.where(has[1], -best[1], _INT32_MAX)
-    return bid, ask, has[0], has[1], count[0] + count[1]
-
-
-def _arrival_ranks(book: Book) -> tuple[jax.Array, jax.Array]:
-    """Each resting background order's rank in arrival (id) order, and their number.
-
-    Returns `(rank, count)`: int32 `(2, C)` (meaningful where a background order rests)
-    and int32 `()`. One pairwise count over the `2C` slots, once per run of the flow.
-    """
-    seq = book.seq.reshape(-1)
-    background = _background(book).reshape(-1)
-    # Background ids are distinct, so an order's rank is the number of background ids below
-    # its own. The pairwise count is a two-output reduction (the second counts the
-    # background orders), one fused loop on the CPU and several times cheaper than a sort.
-    below = background[None, :] & (seq[None, :] < seq[:, None])
-    rank, count = _sums((below, jnp.broadcast_to(background, below.shape)), 1)
-    return rank.reshape(book.seq.shape), count[0]
-
-
 def run_flow(
     book: Book,
     params: FlowParams,
@@ -364,9 +329,13 @@ def run_flow(
     refilled by limit orders (bid side first) at the event's time. Every order is
     `BACKGROUND`'s; agents' resting orders can be filled, never cancelled.
 
-    The loop is a `lax.while_loop` of at most `max_events` iterations (one per event, per
-    refill and for the final waiting time). Reaching the bound stops the run early with
-    `stats.truncated` set; it is never silent.
+    The loop is a `lax.while_loop` of at most `max_events` iterations (see
+    `FlowStats.iterations`: one per event, per refill, per execution after an order's first
+    and for the final waiting time). Inside it each side is kept packed in priority order,
+    so an iteration reads the best quotes from slot 0, executes at most one resting order
+    and shifts each side by at most one slot; the book returned is packed that way too (a
+    valid `Book`, whose slots are unordered by contract). Reaching the bound stops the run
+    early with `stats.truncated` set; it is never silent.
 
     Args:
         book: The book (with both sides non-empty, or a `last_price`, as after
@@ -450,10 +419,36 @@ def _run_flow(
     capacity = book.capacity
     agents = jnp.arange(num_agents, dtype=jnp.int32)
     ring = jnp.arange(max_trades, dtype=jnp.int32)
+    slots = jnp.arange(capacity, dtype=jnp.int32)
+    rows = jnp.arange(2, dtype=jnp.int32)[:, None]
 
     def draw(slot: int, n: jax.Array) -> jax.Array:
         return rng.uniform(episode_key, step, slot, n.astype(jnp.uint32), dtype=dtype)
 
+    def draws(sc: _Scalars) -> _Draws:
+        # The next iteration's draws, made at the end of this one and carried: as loop
+        # state they are computed once a book, where XLA would otherwise fuse the hashes
+        # into the slot-wide updates and compute them once a slot.
+        return _Draws(
+            wait=_exponential_from_uniform(draw(FLOW_SLOTS.WAIT, sc.n_wait)),
+            event=draw(FLOW_SLOTS.EVENT, sc.n_wait),
+            offset=_offset_from_uniform(draw(FLOW_SLOTS.OFFSET, sc.n_offset), max_offset, decay),
+            size=_size_from_uniform(draw(FLOW_SLOTS.SIZE, sc.n_size), mean_size),
+            cancel=rng.randint(
+                episode_key,
+                step,
+                FLOW_SLOTS.CANCEL,
+                sc.n_cancel.astype(jnp.uint32),
+                jnp.maximum(sc.n_background, 1),
+            ),
+        )
+
+    # The loop keeps each side packed and in priority order: slot 0 holds the best order
+    # (highest bid, lowest ask; the earliest at a price first), slots `length..C-1` are
+    # empty. Then the best quotes are slot 0, an incoming order meets the opposite side's
+    # orders one by one from slot 0, and every change to a side is one shift of its slots.
+    packed, length, label, count0, seq_by_rank = _pack(book)
+    price0, size0, owner0 = packed
     zero = jnp.asarray(0, jnp.int32)
     stats0 = FlowStats(
         events=zero,
@@ -476,137 +471,177 @@ def _run_flow(
         agent_fills=jnp.zeros(num_agents, jnp.int32),
         end_time=jnp.asarray(start, dtype),
     )
-    # counters: n-th draw of WAIT (= EVENT), OFFSET, SIZE, CANCEL within this interval
-    counters0 = jnp.zeros(4, jnp.int32)
-    carry0 = (book, stats0, counters0, jnp.asarray(False))
-    # A cancellation takes the i-th resting background order in id order. Ids are relabelled
-    # into a small range that keeps their order: the orders resting at the start by their
-    # rank (< 2C), the orders of this run by `count0 + id - first_id`, where `first_id` is
-    # the id the run's first order takes (each iteration issues at most one id). So the
-    # i-th smallest label is searched over `width` bits instead of the ids' 31.
-    rank0, count0 = _arrival_ranks(book)
+    n_background0 = jnp.sum(book.valid & (book.owner == BACKGROUND), dtype=jnp.int32)
+    # Scalars: n-th draw of WAIT (= EVENT), OFFSET, SIZE, CANCEL within the interval; the
+    # next id; the background count; the last price; overflow; and the incoming order
+    # still matching (its quantity left, side, limit, id and whether it is a market order).
+    scalars0 = _Scalars(
+        n_wait=zero,
+        n_offset=zero,
+        n_size=zero,
+        n_cancel=zero,
+        next_id=book.next_id,
+        n_background=n_background0,
+        last_price=book.last_price,
+        overflow=book.overflow,
+        qty=zero,
+        side=zero,
+        limit=zero,
+        taker_id=zero,
+        market=jnp.asarray(False),
+        done=jnp.asarray(False),
+    )
+    carry0 = (price0, size0, owner0, label, length, stats0, scalars0, draws(scalars0))
     first_id = book.next_id
+    # Labels keep the arrival order in a small range (see `_pack`), so the i-th smallest is
+    # searched over `width` bits instead of the ids' 31.
     width = max(2 * capacity + max_events - 1, 1).bit_length()
 
-    def cond(carry: tuple[Book, FlowStats, jax.Array, jax.Array]) -> jax.Array:
-        _, stats, _, done = carry
-        return ~done & (stats.iterations < max_events)
+    def cond(carry: Any) -> jax.Array:
+        stats, sc = carry[5], carry[6]
+        return ~sc.done & (stats.iterations < max_events)
 
-    def body(
-        carry: tuple[Book, FlowStats, jax.Array, jax.Array],
-    ) -> tuple[Book, FlowStats, jax.Array, jax.Array]:
-        book, stats, counters, _ = carry
-        n_wait, n_offset, n_size, n_cancel = counters[0], counters[1], counters[2], counters[3]
-        is_background = _background(book)
-        bid, ask, has_bid, has_ask, n_background = _best(book, is_background)
-        refill = (stats.events > 0) & ~(has_bid & has_ask)
+    def body(carry: Any) -> Any:
+        price, size, owner, label, length, stats, sc, dr = carry
+        has = length > 0
+        has_bid, has_ask = has[0], has[1]
+        bid = jnp.where(has_bid, price[0, 0], 0)
+        ask = jnp.where(has_ask, price[1, 0], _INT32_MAX)
+        pending = sc.qty > 0
+        fresh = ~pending
+        refill = fresh & (stats.events > 0) & ~(has_bid & has_ask)
+        drawn = fresh & ~refill
 
-        # A Poisson event (when no refill is pending).
-        rate = base + cr * n_background.astype(dtype)
-        t = stats.end_time + _exponential_from_uniform(draw(FLOW_SLOTS.WAIT, n_wait)) / rate
-        finished = ~refill & (t > until)
-        happens = ~refill & ~finished
-        u = draw(FLOW_SLOTS.EVENT, n_wait) * rate
+        # A Poisson event (when no order is still matching and no refill is pending).
+        rate = base + cr * sc.n_background.astype(dtype)
+        t = stats.end_time + dr.wait / rate
+        finished = drawn & (t > until)
+        happens = drawn & ~finished
+        u = dr.event * rate
         is_limit = happens & (u < limit_total)
         is_market_kind = happens & (u >= limit_total) & (u < base)
-        is_cancel = happens & (u >= base) & (n_background > 0)
+        is_cancel = happens & (u >= base) & (sc.n_background > 0)
         limit_side = jnp.where(u < lr, BID, ASK)
         market_side = jnp.where(u < market_bid, BID, ASK)
         opposite_present = jnp.where(market_side == BID, has_ask, has_bid)
         is_market = is_market_kind & opposite_present
 
-        # A limit order: the event's, or a refill of the emptied side (bids first).
+        # A new order: the event's limit or market order, or a refill of an emptied side
+        # (bids first).
         place = is_limit | refill
-        side = jnp.where(refill, jnp.where(has_bid, ASK, BID), limit_side)
-        side = jnp.where(is_market, market_side, side)
-        reference_bid = jnp.where(has_ask, ask, jnp.where(has_bid, bid + 1, book.last_price))
-        reference_ask = jnp.where(has_bid, bid, jnp.where(has_ask, ask - 1, book.last_price))
-        offset = _offset_from_uniform(draw(FLOW_SLOTS.OFFSET, n_offset), max_offset, decay)
-        limit_price = jnp.where(side == BID, reference_bid - offset, reference_ask + offset).clip(1)
+        new_side = jnp.where(refill, jnp.where(has_bid, ASK, BID), limit_side)
+        new_side = jnp.where(is_market, market_side, new_side)
+        reference_bid = jnp.where(has_ask, ask, jnp.where(has_bid, bid + 1, sc.last_price))
+        reference_ask = jnp.where(has_bid, bid, jnp.where(has_ask, ask - 1, sc.last_price))
+        offset = dr.offset
+        limit_price = jnp.where(
+            new_side == BID, reference_bid - offset, reference_ask + offset
+        ).clip(1)
         # A market order is a limit order at the far end of the book whose remainder is
-        # then removed, so one matching pass serves both kinds.
-        price = jnp.where(is_market, jnp.where(side == BID, _INT32_MAX, 1), limit_price)
+        # dropped rather than rested.
+        new_limit = jnp.where(is_market, jnp.where(new_side == BID, _INT32_MAX, 1), limit_price)
         submits = place | is_market
-        size = _size_from_uniform(draw(FLOW_SLOTS.SIZE, n_size), mean_size)
-        size = jnp.where(submits, size, 0)  # size 0: rejected, the book is unchanged
-        # (the executions unordered: the trade log below writes each at its rank)
-        after, match = _match(
-            book, side, price, size, BACKGROUND, is_market=False, prevent_self_trade=False
-        )
-        drop_rest = is_market & match.rested
-        after = dataclasses.replace(
-            after,
-            valid=after.valid & ~(drop_rest & (after.seq == match.taker_id)),
-            overflow=book.overflow | (match.overflow & ~is_market),
-        )
+        new_size = dr.size
 
-        # A cancellation: the i-th resting background order in arrival (id) order.
-        index = rng.randint(
-            episode_key,
-            step,
-            FLOW_SLOTS.CANCEL,
-            n_cancel.astype(jnp.uint32),
-            jnp.maximum(n_background, 1),
+        # The order that matches this iteration: the one still matching, or the new one.
+        side = jnp.where(pending, sc.side, new_side)
+        limit = jnp.where(pending, sc.limit, new_limit)
+        qty = jnp.where(pending, sc.qty, jnp.where(submits, new_size, 0))
+        taker_id = jnp.where(pending, sc.taker_id, sc.next_id)
+        market = jnp.where(pending, sc.market, is_market)
+        active = qty > 0
+        is_bid = side == BID
+        own = _row(side)
+        opp = 1 - own
+
+        # It meets the opposite side's best order (slot 0): one execution an iteration.
+        def opposite(field: jax.Array, slot: int) -> jax.Array:
+            return jnp.where(opp == 0, field[0, slot], field[1, slot])
+
+        def crosses(p: jax.Array) -> jax.Array:
+            return jnp.where(is_bid, p <= limit, p >= limit)
+
+        front_price = opposite(price, 0)
+        front_size = opposite(size, 0)
+        front_owner = opposite(owner, 0)
+        opp_length = jnp.where(opp == 0, length[0], length[1])
+        hit = active & (opp_length > 0) & crosses(front_price)
+        traded = jnp.where(hit, jnp.minimum(qty, front_size), 0)
+        consumed = hit & (traded == front_size)
+        left = qty - traded
+        # Whether it goes on matching next iteration (the next order crosses too).
+        next_crosses = jnp.where(
+            consumed, (opp_length > 1) & crosses(opposite(price, 1 % capacity)), hit
         )
-        # The index-th smallest background label (so id), found without sorting.
-        label = jnp.where(book.seq >= first_id, count0 + (book.seq - first_id), rank0)
+        goes_on = (left > 0) & next_crosses
+        wants_rest = active & (left > 0) & ~goes_on & ~market
+        own_length = jnp.where(own == 0, length[0], length[1])
+        rests = wants_rest & (own_length < capacity)
+        overflowed = wants_rest & (own_length >= capacity)
+
+        # What the slot-wide updates below read, computed once (see `_materialize`).
+        side, limit, is_cancel, hit, consumed, traded, left, rests, taker_id = _materialize(
+            side, limit, is_cancel, hit, consumed, traded, left, rests, taker_id
+        )
+        is_bid = side == BID
+        own = _row(side)
+        opp = 1 - own
+        valid = slots[None, :] < length[:, None]
+        (is_background,) = _materialize(valid & (owner == BACKGROUND))
+
+        # A cancellation: the i-th resting background order in arrival (label) order.
         target = _nth_smallest(
             label.reshape(-1),
             is_background.reshape(-1),
-            index,
+            dr.cancel,
             width=width,
             step_bits=_CANCEL_STEP_BITS,
         )
-        remove = is_cancel & is_background & (label == target)
-        valid = jnp.where(is_cancel, book.valid & ~remove, after.valid)
-        new_book = dataclasses.replace(
-            after,
-            price=jnp.where(valid, jnp.where(is_cancel, book.price, after.price), 0),
-            size=jnp.where(valid, jnp.where(is_cancel, book.size, after.size), 0),
-            owner=jnp.where(valid, jnp.where(is_cancel, book.owner, after.owner), 0),
-            seq=jnp.where(valid, jnp.where(is_cancel, book.seq, after.seq), 0),
-            valid=valid,
+        # Per side: the cancelled order's slot and whether it is there, and where a resting
+        # remainder goes (behind every order at its price or better), in one reduction.
+        removed = is_cancel & is_background & (label == target)
+        sign = jnp.where(rows == 0, -1, 1)
+        ahead = valid & (rows == own) & (sign * price <= jnp.where(is_bid, -limit, limit))
+        cancel_at, cancelled, rest_at = _sums(
+            (jnp.where(removed, slots[None, :], 0), removed, ahead), 1
         )
+        rest_at = rest_at[0] + rest_at[1]
 
-        # Trades: the ring buffer keeps the last max_trades of the run.
-        # The maker in slot s was execution j = match.rank[s] of the order (s traded).
-        j = match.rank
-        is_fill = submits & (match.traded > 0)
-        count = jnp.where(submits, match.n_fills, 0)
-        keep = is_fill & (j >= count - max_trades)
-        slot = jnp.where(keep, (stats.n_trades + j) % max_trades, max_trades)
+        # Each side changes by at most one shift: an order leaves (the opposite best
+        # consumed, or the cancelled one), or the remainder enters at `rest_at`.
+        leaves = (cancelled > 0) | ((rows[:, 0] == opp) & consumed)
+        leave_at = jnp.where(cancelled > 0, cancel_at, 0)
+        enters = (rows[:, 0] == own) & rests
+        from_next = leaves[:, None] & (slots[None, :] >= leave_at[:, None])
+        from_previous = enters[:, None] & (slots[None, :] > rest_at)
+        at_new = enters[:, None] & (slots[None, :] == rest_at)
+
+        def shift(field: jax.Array, value: Any) -> jax.Array:
+            pad = jnp.zeros((2, 1), field.dtype)
+            following = jnp.concatenate([field[:, 1:], pad], axis=1)
+            preceding = jnp.concatenate([pad, field[:, :-1]], axis=1)
+            moved = jnp.where(from_next, following, jnp.where(from_previous, preceding, field))
+            return jnp.where(at_new, jnp.asarray(value, field.dtype), moved)
+
+        partial = (rows == opp) & (slots[None, :] == 0) & hit & ~consumed
+        # (a partly filled best order does not move: its side shifts only when it leaves)
+        new_size_field = shift(size, left)
+        new_size_field = jnp.where(partial, new_size_field - traded, new_size_field)
+        new_price = shift(price, limit)
+        new_owner = shift(owner, BACKGROUND)
+        new_label = shift(label, count0 + (taker_id - first_id))
+        new_length = length + enters.astype(jnp.int32) - leaves.astype(jnp.int32)
+
+        # The execution: logged at `n_trades % T` (the ring keeps the last T).
+        fill = traded > 0
         time = jnp.where(happens, t, stats.end_time)
-        traded = jnp.where(is_fill, match.traded, 0)
-
-        # The entries this iteration writes: `min(count, T)` from position `n_trades % T`
-        # on (the last T trades when more). The time and the taker's side, the same for all
-        # of them, are selected there rather than scattered: as a scatter's broadcast
-        # update, XLA fused the side's draw into it and hashed the draw once per slot.
-        written = (ring - stats.n_trades) % max_trades < jnp.minimum(count, max_trades)
+        written = fill & (ring == stats.n_trades % max_trades)
 
         def log_each(buffer: jax.Array, value: jax.Array) -> jax.Array:
             return jnp.where(written, value.astype(buffer.dtype), buffer)
 
-        # The makers' fields at the entries they write: one (T, C) match of entries to
-        # slots, summed in one three-output reduction (each written entry has exactly one
-        # slot), instead of three scatters.
-        hit = slot[None, :] == ring[:, None]
-        logged_price, logged_size, logged_owner = _sums(
-            (
-                jnp.where(hit, match.price[None, :], 0),
-                jnp.where(hit, traded[None, :], 0),
-                jnp.where(hit, match.maker_owner[None, :], 0),
-            ),
-            1,
-        )
-
-        mine = (match.maker_owner[None, :] == agents[:, None]) & is_fill[None, :]
-        mine_size = jnp.where(mine, traded[None, :], 0)
-        # Each agent's quantity, value and number of fills in one three-output reduction.
-        quantity, value, n_fills = _sums((mine_size, mine_size * match.price[None, :], mine), 1)
-        bought = jnp.where(side == ASK, quantity, 0)
-        sold = jnp.where(side == BID, quantity, 0)
-        cash = jnp.where(side == BID, value, -value)
+        mine = fill & (front_owner == agents)
+        quantity = jnp.where(mine, traded, 0)
         new_stats = FlowStats(
             events=stats.events + happens.astype(jnp.int32),
             limit_orders=stats.limit_orders + is_limit.astype(jnp.int32),
@@ -615,36 +650,160 @@ def _run_flow(
             refills=stats.refills + refill.astype(jnp.int32),
             iterations=stats.iterations + 1,
             truncated=stats.truncated,
-            n_trades=stats.n_trades + count,
-            volume=stats.volume + jnp.sum(traded, dtype=jnp.int32),
+            n_trades=stats.n_trades + fill.astype(jnp.int32),
+            volume=stats.volume + traded,
             trade_time=log_each(stats.trade_time, time),
-            trade_price=log_each(stats.trade_price, logged_price),
-            trade_size=log_each(stats.trade_size, logged_size),
-            trade_maker_owner=log_each(stats.trade_maker_owner, logged_owner),
+            trade_price=log_each(stats.trade_price, front_price),
+            trade_size=log_each(stats.trade_size, traded),
+            trade_maker_owner=log_each(stats.trade_maker_owner, front_owner),
             trade_taker_side=log_each(stats.trade_taker_side, side),
-            agent_bought=stats.agent_bought + bought,
-            agent_sold=stats.agent_sold + sold,
-            agent_cash=stats.agent_cash + jnp.where(count > 0, cash, 0),
-            agent_fills=stats.agent_fills + n_fills,
+            agent_bought=stats.agent_bought + jnp.where(is_bid, 0, quantity),
+            agent_sold=stats.agent_sold + jnp.where(is_bid, quantity, 0),
+            agent_cash=stats.agent_cash + jnp.where(is_bid, quantity, -quantity) * front_price,
+            agent_fills=stats.agent_fills + mine.astype(jnp.int32),
             end_time=time,
         )
-        new_counters = jnp.stack(
-            [
-                n_wait + (~refill).astype(jnp.int32),
-                n_offset + place.astype(jnp.int32),
-                n_size + submits.astype(jnp.int32),
-                n_cancel + is_cancel.astype(jnp.int32),
-            ]
+        background_left = (consumed & (front_owner == BACKGROUND)) | is_cancel
+        new_sc = _Scalars(
+            n_wait=sc.n_wait + drawn.astype(jnp.int32),
+            n_offset=sc.n_offset + place.astype(jnp.int32),
+            n_size=sc.n_size + submits.astype(jnp.int32),
+            n_cancel=sc.n_cancel + is_cancel.astype(jnp.int32),
+            next_id=sc.next_id + submits.astype(jnp.int32),
+            n_background=sc.n_background
+            + rests.astype(jnp.int32)
+            - background_left.astype(jnp.int32),
+            last_price=jnp.where(fill, front_price, sc.last_price),
+            overflow=sc.overflow | overflowed,
+            qty=jnp.where(goes_on, left, 0),
+            side=side,
+            limit=limit,
+            taker_id=taker_id,
+            market=market,
+            done=finished,
         )
-        return new_book, new_stats, new_counters, finished
+        return (
+            new_price,
+            new_size_field,
+            new_owner,
+            new_label,
+            new_length,
+            new_stats,
+            new_sc,
+            draws(new_sc),
+        )
 
-    book, stats, _, done = lax.while_loop(cond, body, carry0)
+    price, size, owner, label, length, stats, sc, _ = lax.while_loop(cond, body, carry0)
+    valid = slots[None, :] < length[:, None]
+    old = jnp.take(seq_by_rank, jnp.clip(label, 0, seq_by_rank.shape[0] - 1))
+    seq = jnp.where(label >= count0, first_id + (label - count0), old)
+    book = Book(
+        price=price,
+        size=size,
+        owner=owner,
+        seq=jnp.where(valid, seq, 0),
+        valid=valid,
+        next_id=sc.next_id,
+        last_price=sc.last_price,
+        overflow=sc.overflow,
+    )
     stats = dataclasses.replace(
         stats,
-        truncated=~done,
-        end_time=jnp.where(done, until, stats.end_time),
+        truncated=~sc.done,
+        end_time=jnp.where(sc.done, until, stats.end_time),
     )
     return book, stats
+
+
+def _materialize(*values: jax.Array) -> tuple[jax.Array, ...]:
+    """`values` (arrays of one shape, int or bool), computed once and stored.
+
+    XLA's CPU compiler fuses cheap computations into every kernel that reads them. So a
+    chain of a few hundred per-book operations (the event, its order, the match with the
+    best opposite order) ran once per slot of every field update, and the background mask
+    once per slot and candidate of every step of the label search: the flow took 4x as
+    long (measured). A reduction is never fused into what reads it (an optimisation
+    barrier did not help), so the values go through one: each is paired with a zero and
+    the pair summed. For the flow's per-book scalars and its `(2, C)` mask.
+    """
+    ops = tuple(jnp.stack([v, jnp.zeros_like(v)], -1) for v in values)
+    inits = tuple(jnp.zeros((), v.dtype) for v in values)
+
+    def combine(a: tuple[jax.Array, ...], b: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        return tuple((x | y) if x.dtype == jnp.bool_ else x + y for x, y in zip(a, b, strict=True))
+
+    return tuple(lax.reduce(ops, inits, combine, (values[0].ndim,)))
+
+
+class _Draws(NamedTuple):
+    """The draws an iteration of the flow may use (see `_run_flow`)."""
+
+    wait: jax.Array
+    event: jax.Array
+    offset: jax.Array
+    size: jax.Array
+    cancel: jax.Array
+
+
+class _Scalars(NamedTuple):
+    """The flow loop's per-book scalars (see `_run_flow`)."""
+
+    n_wait: jax.Array
+    n_offset: jax.Array
+    n_size: jax.Array
+    n_cancel: jax.Array
+    next_id: jax.Array
+    n_background: jax.Array
+    last_price: jax.Array
+    overflow: jax.Array
+    qty: jax.Array
+    side: jax.Array
+    limit: jax.Array
+    taker_id: jax.Array
+    market: jax.Array
+    done: jax.Array
+
+
+def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The book's sides packed in priority order, with arrival labels.
+
+    Returns `((price, size, owner), length, label, count, seq_by_rank)`: the fields in
+    priority order per side (best first, then earliest; empty slots last, all zeros), the
+    orders per side, int32 `(2,)`, each order's rank in id order among all resting orders
+    (int32 `(2, C)`, 0 where empty), their number, and the ids by that rank (int32
+    `(2C,)`). Orders the loop adds are labelled `count + id - first id`, so labels keep
+    the arrival order. Pairwise counts and one-hot sums, not sorts (on the CPU a sort of
+    the book costs several times more, once a run).
+    """
+    capacity = book.capacity
+    valid = book.valid
+    sign = jnp.asarray([[-1], [1]], jnp.int32)
+    key = sign * book.price
+    # Each order's place on its side: the valid orders before it in (key, seq) order.
+    k_s, k_t = key[:, :, None], key[:, None, :]
+    seq_s, seq_t = book.seq[:, :, None], book.seq[:, None, :]
+    before = valid[:, None, :] & ((k_t < k_s) | ((k_t == k_s) & (seq_t < seq_s)))
+    # Its label: the valid orders of both sides with a smaller id.
+    flat_seq, flat_valid = book.seq.reshape(-1), valid.reshape(-1)
+    older = flat_valid[None, :] & (flat_seq[None, :] < flat_seq[:, None])
+    label, count = _sums((older, jnp.broadcast_to(flat_valid, older.shape)), 1)
+    label = label.reshape(valid.shape)
+    (place,) = _sums((before, jnp.zeros_like(before)), 2)[:1]
+    # Slot i of a side takes the order placed there.
+    slots = jnp.arange(capacity, dtype=jnp.int32)
+    lands = valid[:, None, :] & (place[:, None, :] == slots[None, :, None])
+    price, size, owner, packed_label = _sums(
+        tuple(
+            jnp.where(lands, f[:, None, :], 0) for f in (book.price, book.size, book.owner, label)
+        ),
+        2,
+    )
+    length = jnp.sum(valid, axis=1, dtype=jnp.int32)
+    # The ids by label.
+    ranks = jnp.arange(2 * capacity, dtype=jnp.int32)
+    is_rank = flat_valid[None, :] & (label.reshape(-1)[None, :] == ranks[:, None])
+    (seq_by_rank,) = _sums((jnp.where(is_rank, flat_seq[None, :], 0), is_rank), 1)[:1]
+    return (price, size, owner), length, packed_label, count[0], seq_by_rank
 
 
 def warm_up(
