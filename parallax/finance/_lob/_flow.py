@@ -788,7 +788,8 @@ def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.
     older = flat_valid[None, :] & (flat_seq[None, :] < flat_seq[:, None])
     label, count = _sums((older, jnp.broadcast_to(flat_valid, older.shape)), 1)
     label = label.reshape(valid.shape)
-    (place,) = _sums((before, jnp.zeros_like(before)), 2)[:1]
+    # (two outputs used, so the reduction stays one loop; see `_sums`)
+    place, side_count = _sums((before, jnp.broadcast_to(valid[:, None, :], before.shape)), 2)
     # Slot i of a side takes the order placed there.
     slots = jnp.arange(capacity, dtype=jnp.int32)
     lands = valid[:, None, :] & (place[:, None, :] == slots[None, :, None])
@@ -798,12 +799,14 @@ def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.
         ),
         2,
     )
-    length = jnp.sum(valid, axis=1, dtype=jnp.int32)
-    # The ids by label.
+    length = side_count[:, 0]
+    # The ids by label, summed over the bid and the ask slots as two outputs.
     ranks = jnp.arange(2 * capacity, dtype=jnp.int32)
-    is_rank = flat_valid[None, :] & (label.reshape(-1)[None, :] == ranks[:, None])
-    (seq_by_rank,) = _sums((jnp.where(is_rank, flat_seq[None, :], 0), is_rank), 1)[:1]
-    return (price, size, owner), length, packed_label, count[0], seq_by_rank
+    is_rank = valid[None] & (label[None] == ranks[:, None, None])
+    from_bids, from_asks = _sums(
+        tuple(jnp.where(is_rank[:, r], book.seq[None, r], 0) for r in (0, 1)), 1
+    )
+    return (price, size, owner), length, packed_label, count[0], from_bids + from_asks
 
 
 def warm_up(
