@@ -31,7 +31,7 @@ from jax import lax
 
 from ... import rng
 from .._models._base import _poisson
-from ._book import ASK, BACKGROUND, BID, Book, _nth_smallest, _row, _sums, empty_book
+from ._book import ASK, BACKGROUND, BID, Book, _row, _sums, empty_book
 
 __all__ = [
     "FLOW_SLOTS",
@@ -339,7 +339,8 @@ def run_flow(
 
     Args:
         book: The book (with both sides non-empty, or a `last_price`, as after
-            `initialise`).
+            `initialise`). Its owners are `BACKGROUND` or agents' ids >= 0, as the envs
+            make them (the loop encodes an owner and an arrival rank in one field).
         params: The flow's parameters.
         episode_key: uint32 `(2,)`, from `parallax.rng.episode_key`.
         decision_index: int `()`, the draws' step: 0 is the warm-up, the interval after
@@ -447,8 +448,7 @@ def _run_flow(
     # (highest bid, lowest ask; the earliest at a price first), slots `length..C-1` are
     # empty. Then the best quotes are slot 0, an incoming order meets the opposite side's
     # orders one by one from slot 0, and every change to a side is one shift of its slots.
-    packed, length, label, count0, seq_by_rank = _pack(book)
-    price0, size0, owner0 = packed
+    (price0, size0, seq0, tag0), length = _pack(book)
     zero = jnp.asarray(0, jnp.int32)
     stats0 = FlowStats(
         events=zero,
@@ -491,18 +491,14 @@ def _run_flow(
         market=jnp.asarray(False),
         done=jnp.asarray(False),
     )
-    carry0 = (price0, size0, owner0, label, length, stats0, scalars0, draws(scalars0))
-    first_id = book.next_id
-    # Labels keep the arrival order in a small range (see `_pack`), so the i-th smallest is
-    # searched over `width` bits instead of the ids' 31.
-    width = max(2 * capacity + max_events - 1, 1).bit_length()
+    carry0 = (price0, size0, seq0, tag0, length, stats0, scalars0, draws(scalars0))
 
     def cond(carry: Any) -> jax.Array:
         stats, sc = carry[5], carry[6]
         return ~sc.done & (stats.iterations < max_events)
 
     def body(carry: Any) -> Any:
-        price, size, owner, label, length, stats, sc, dr = carry
+        price, size, seq, tag, length, stats, sc, dr = carry
         has = length > 0
         has_bid, has_ask = has[0], has[1]
         bid = jnp.where(has_bid, price[0, 0], 0)
@@ -563,7 +559,8 @@ def _run_flow(
 
         front_price = opposite(price, 0)
         front_size = opposite(size, 0)
-        front_owner = opposite(owner, 0)
+        front_tag = opposite(tag, 0)
+        front_owner = _owner(front_tag)
         opp_length = jnp.where(opp == 0, length[0], length[1])
         hit = active & (opp_length > 0) & crosses(front_price)
         traded = jnp.where(hit, jnp.minimum(qty, front_size), 0)
@@ -579,27 +576,29 @@ def _run_flow(
         rests = wants_rest & (own_length < capacity)
         overflowed = wants_rest & (own_length >= capacity)
 
+        # A background order that leaves (the best opposite one consumed, or the cancelled
+        # one: the `index`-th in arrival order, tag `index + 1`) takes its tag out: the
+        # later orders' tags move down one. A resting remainder is the newest.
+        gone = jnp.where(
+            is_cancel,
+            dr.cancel + 1,
+            jnp.where(consumed & (front_tag > 0), front_tag, _INT32_MAX),
+        )
+        n_background = sc.n_background - (gone < _INT32_MAX).astype(jnp.int32)
+        new_tag = n_background + 1
+
         # What the slot-wide updates below read, computed once (see `_materialize`).
-        side, limit, is_cancel, hit, consumed, traded, left, rests, taker_id = _materialize(
-            side, limit, is_cancel, hit, consumed, traded, left, rests, taker_id
+        side, limit, is_cancel, hit, consumed, traded, left, rests, gone, new_tag = _materialize(
+            side, limit, is_cancel, hit, consumed, traded, left, rests, gone, new_tag
         )
         is_bid = side == BID
         own = _row(side)
         opp = 1 - own
         valid = slots[None, :] < length[:, None]
-        (is_background,) = _materialize(valid & (owner == BACKGROUND))
 
-        # A cancellation: the i-th resting background order in arrival (label) order.
-        target = _nth_smallest(
-            label.reshape(-1),
-            is_background.reshape(-1),
-            dr.cancel,
-            width=width,
-            step_bits=_CANCEL_STEP_BITS,
-        )
         # Per side: the cancelled order's slot and whether it is there, and where a resting
         # remainder goes (behind every order at its price or better), in one reduction.
-        removed = is_cancel & is_background & (label == target)
+        removed = is_cancel & valid & (tag == gone)
         sign = jnp.where(rows == 0, -1, 1)
         ahead = valid & (rows == own) & (sign * price <= jnp.where(is_bid, -limit, limit))
         cancel_at, cancelled, rest_at = _sums(
@@ -628,8 +627,8 @@ def _run_flow(
         new_size_field = shift(size, left)
         new_size_field = jnp.where(partial, new_size_field - traded, new_size_field)
         new_price = shift(price, limit)
-        new_owner = shift(owner, BACKGROUND)
-        new_label = shift(label, count0 + (taker_id - first_id))
+        new_seq = shift(seq, taker_id)
+        new_tag_field = shift(jnp.where(tag > gone, tag - 1, tag), new_tag)
         new_length = length + enters.astype(jnp.int32) - leaves.astype(jnp.int32)
 
         # The execution: logged at `n_trades % T` (the ring keeps the last T).
@@ -663,16 +662,13 @@ def _run_flow(
             agent_fills=stats.agent_fills + mine.astype(jnp.int32),
             end_time=time,
         )
-        background_left = (consumed & (front_owner == BACKGROUND)) | is_cancel
         new_sc = _Scalars(
             n_wait=sc.n_wait + drawn.astype(jnp.int32),
             n_offset=sc.n_offset + place.astype(jnp.int32),
             n_size=sc.n_size + submits.astype(jnp.int32),
             n_cancel=sc.n_cancel + is_cancel.astype(jnp.int32),
             next_id=sc.next_id + submits.astype(jnp.int32),
-            n_background=sc.n_background
-            + rests.astype(jnp.int32)
-            - background_left.astype(jnp.int32),
+            n_background=n_background + rests.astype(jnp.int32),
             last_price=jnp.where(fill, front_price, sc.last_price),
             overflow=sc.overflow | overflowed,
             qty=jnp.where(goes_on, left, 0),
@@ -685,23 +681,21 @@ def _run_flow(
         return (
             new_price,
             new_size_field,
-            new_owner,
-            new_label,
+            new_seq,
+            new_tag_field,
             new_length,
             new_stats,
             new_sc,
             draws(new_sc),
         )
 
-    price, size, owner, label, length, stats, sc, _ = lax.while_loop(cond, body, carry0)
+    price, size, seq, tag, length, stats, sc, _ = lax.while_loop(cond, body, carry0)
     valid = slots[None, :] < length[:, None]
-    old = jnp.take(seq_by_rank, jnp.clip(label, 0, seq_by_rank.shape[0] - 1))
-    seq = jnp.where(label >= count0, first_id + (label - count0), old)
     book = Book(
         price=price,
         size=size,
-        owner=owner,
-        seq=jnp.where(valid, seq, 0),
+        owner=_owner(tag),
+        seq=seq,
         valid=valid,
         next_id=sc.next_id,
         last_price=sc.last_price,
@@ -764,16 +758,21 @@ class _Scalars(NamedTuple):
     done: jax.Array
 
 
-def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
-    """The book's sides packed in priority order, with arrival labels.
+def _owner(tag: jax.Array) -> jax.Array:
+    """The owner of an order from its tag (see `_pack`): 0 for an empty slot."""
+    return jnp.where(tag > 0, BACKGROUND, jnp.where(tag < 0, -1 - tag, 0))
 
-    Returns `((price, size, owner), length, label, count, seq_by_rank)`: the fields in
-    priority order per side (best first, then earliest; empty slots last, all zeros), the
-    orders per side, int32 `(2,)`, each order's rank in id order among all resting orders
-    (int32 `(2, C)`, 0 where empty), their number, and the ids by that rank (int32
-    `(2C,)`). Orders the loop adds are labelled `count + id - first id`, so labels keep
-    the arrival order. Pairwise counts and one-hot sums, not sorts (on the CPU a sort of
-    the book costs several times more, once a run).
+
+def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array]:
+    """The book's sides packed in priority order, with the orders' tags.
+
+    Returns `((price, size, seq, tag), length)`: the fields in priority order per side
+    (best first, then earliest; empty slots last, all zeros) and the orders per side, int32
+    `(2,)`. A tag is `1 + ` the order's rank in arrival (id) order among the resting
+    background orders, `-1 - owner` for an agent's order and 0 for an empty slot: the
+    owner and, for the flow's cancellations, the arrival order in one field. Pairwise
+    counts and one-hot sums, not sorts (on the CPU a sort of the book costs several times
+    more, once a run).
     """
     capacity = book.capacity
     valid = book.valid
@@ -783,30 +782,23 @@ def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.
     k_s, k_t = key[:, :, None], key[:, None, :]
     seq_s, seq_t = book.seq[:, :, None], book.seq[:, None, :]
     before = valid[:, None, :] & ((k_t < k_s) | ((k_t == k_s) & (seq_t < seq_s)))
-    # Its label: the valid orders of both sides with a smaller id.
-    flat_seq, flat_valid = book.seq.reshape(-1), valid.reshape(-1)
-    older = flat_valid[None, :] & (flat_seq[None, :] < flat_seq[:, None])
-    label, count = _sums((older, jnp.broadcast_to(flat_valid, older.shape)), 1)
-    label = label.reshape(valid.shape)
     # (two outputs used, so the reduction stays one loop; see `_sums`)
     place, side_count = _sums((before, jnp.broadcast_to(valid[:, None, :], before.shape)), 2)
+    # The arrival rank among background orders: those of both sides with a smaller id.
+    background = valid & (book.owner == BACKGROUND)
+    flat_seq, flat_background = book.seq.reshape(-1), background.reshape(-1)
+    older = flat_background[None, :] & (flat_seq[None, :] < flat_seq[:, None])
+    older_bids, older_asks = _sums((older[:, :capacity], older[:, capacity:]), 1)
+    rank = (older_bids + older_asks).reshape(valid.shape)
+    tag = jnp.where(background, rank + 1, jnp.where(valid, -1 - book.owner, 0))
     # Slot i of a side takes the order placed there.
     slots = jnp.arange(capacity, dtype=jnp.int32)
     lands = valid[:, None, :] & (place[:, None, :] == slots[None, :, None])
-    price, size, owner, packed_label = _sums(
-        tuple(
-            jnp.where(lands, f[:, None, :], 0) for f in (book.price, book.size, book.owner, label)
-        ),
+    fields = _sums(
+        tuple(jnp.where(lands, f[:, None, :], 0) for f in (book.price, book.size, book.seq, tag)),
         2,
     )
-    length = side_count[:, 0]
-    # The ids by label, summed over the bid and the ask slots as two outputs.
-    ranks = jnp.arange(2 * capacity, dtype=jnp.int32)
-    is_rank = valid[None] & (label[None] == ranks[:, None, None])
-    from_bids, from_asks = _sums(
-        tuple(jnp.where(is_rank[:, r], book.seq[None, r], 0) for r in (0, 1)), 1
-    )
-    return (price, size, owner), length, packed_label, count[0], from_bids + from_asks
+    return fields, side_count[:, 0]
 
 
 def warm_up(
