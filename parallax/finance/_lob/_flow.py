@@ -448,7 +448,7 @@ def _run_flow(
     # (highest bid, lowest ask; the earliest at a price first), slots `length..C-1` are
     # empty. Then the best quotes are slot 0, an incoming order meets the opposite side's
     # orders one by one from slot 0, and every change to a side is one shift of its slots.
-    (price0, size0, seq0, tag0), length = _pack(book)
+    fields0, length = _pack(book)
     zero = jnp.asarray(0, jnp.int32)
     stats0 = FlowStats(
         events=zero,
@@ -491,18 +491,36 @@ def _run_flow(
         market=jnp.asarray(False),
         done=jnp.asarray(False),
     )
-    carry0 = (price0, size0, seq0, tag0, length, stats0, scalars0, draws(scalars0))
+    carry0 = (*fields0, length, stats0, scalars0, draws(scalars0))
 
     def cond(carry: Any) -> jax.Array:
-        stats, sc = carry[5], carry[6]
+        stats, sc = carry[6], carry[7]
         return ~sc.done & (stats.iterations < max_events)
 
     def body(carry: Any) -> Any:
-        price, size, seq, tag, length, stats, sc, dr = carry
+        price, size, seq, tag, pos, length, stats, sc, dr = carry
+        # Each side's best order (place 0: price, size, tag), the next one's price and the
+        # first free slot, in one reduction.
+        best, second = pos == 0, pos == 1
+        best_price, best_size, best_tag, second_price, free = lax.reduce(
+            (
+                jnp.where(best, price, 0),
+                jnp.where(best, size, 0),
+                jnp.where(best, tag, 0),
+                jnp.where(second, price, 0),
+                jnp.where(pos >= capacity, slots[None, :], capacity),
+            ),
+            (zero, zero, zero, zero, jnp.int32(capacity)),
+            lambda x, y: (
+                *(a + b for a, b in zip(x[:4], y[:4], strict=True)),
+                jnp.minimum(x[4], y[4]),
+            ),
+            (1,),
+        )
         has = length > 0
         has_bid, has_ask = has[0], has[1]
-        bid = jnp.where(has_bid, price[0, 0], 0)
-        ask = jnp.where(has_ask, price[1, 0], _INT32_MAX)
+        bid = jnp.where(has_bid, best_price[0], 0)
+        ask = jnp.where(has_ask, best_price[1], _INT32_MAX)
         pending = sc.qty > 0
         fresh = ~pending
         refill = fresh & (stats.events > 0) & ~(has_bid & has_ask)
@@ -550,16 +568,16 @@ def _run_flow(
         own = _row(side)
         opp = 1 - own
 
-        # It meets the opposite side's best order (slot 0): one execution an iteration.
-        def opposite(field: jax.Array, slot: int) -> jax.Array:
-            return jnp.where(opp == 0, field[0, slot], field[1, slot])
+        # It meets the opposite side's best order: one execution an iteration.
+        def opposite(per_side: jax.Array) -> jax.Array:
+            return jnp.where(opp == 0, per_side[0], per_side[1])
 
         def crosses(p: jax.Array) -> jax.Array:
             return jnp.where(is_bid, p <= limit, p >= limit)
 
-        front_price = opposite(price, 0)
-        front_size = opposite(size, 0)
-        front_tag = opposite(tag, 0)
+        front_price = opposite(best_price)
+        front_size = opposite(best_size)
+        front_tag = opposite(best_tag)
         front_owner = _owner(front_tag)
         opp_length = jnp.where(opp == 0, length[0], length[1])
         hit = active & (opp_length > 0) & crosses(front_price)
@@ -567,9 +585,7 @@ def _run_flow(
         consumed = hit & (traded == front_size)
         left = qty - traded
         # Whether it goes on matching next iteration (the next order crosses too).
-        next_crosses = jnp.where(
-            consumed, (opp_length > 1) & crosses(opposite(price, 1 % capacity)), hit
-        )
+        next_crosses = jnp.where(consumed, (opp_length > 1) & crosses(opposite(second_price)), hit)
         goes_on = (left > 0) & next_crosses
         wants_rest = active & (left > 0) & ~goes_on & ~market
         own_length = jnp.where(own == 0, length[0], length[1])
@@ -594,42 +610,38 @@ def _run_flow(
         is_bid = side == BID
         own = _row(side)
         opp = 1 - own
-        valid = slots[None, :] < length[:, None]
+        valid = pos < capacity
 
-        # Per side: the cancelled order's slot and whether it is there, and where a resting
-        # remainder goes (behind every order at its price or better), in one reduction.
+        # Per side: the cancelled order's place and whether it is there, and the place a
+        # resting remainder takes (behind every order at its price or better), in one
+        # reduction.
         removed = is_cancel & valid & (tag == gone)
         sign = jnp.where(rows == 0, -1, 1)
         ahead = valid & (rows == own) & (sign * price <= jnp.where(is_bid, -limit, limit))
-        cancel_at, cancelled, rest_at = _sums(
-            (jnp.where(removed, slots[None, :], 0), removed, ahead), 1
-        )
+        cancel_at, cancelled, rest_at = _sums((jnp.where(removed, pos, 0), removed, ahead), 1)
         rest_at = rest_at[0] + rest_at[1]
 
-        # Each side changes by at most one shift: an order leaves (the opposite best
-        # consumed, or the cancelled one), or the remainder enters at `rest_at`.
-        leaves = (cancelled > 0) | ((rows[:, 0] == opp) & consumed)
-        leave_at = jnp.where(cancelled > 0, cancel_at, 0)
-        enters = (rows[:, 0] == own) & rests
-        from_next = leaves[:, None] & (slots[None, :] >= leave_at[:, None])
-        from_previous = enters[:, None] & (slots[None, :] > rest_at)
-        at_new = enters[:, None] & (slots[None, :] == rest_at)
-
-        def shift(field: jax.Array, value: Any) -> jax.Array:
-            pad = jnp.zeros((2, 1), field.dtype)
-            following = jnp.concatenate([field[:, 1:], pad], axis=1)
-            preceding = jnp.concatenate([pad, field[:, :-1]], axis=1)
-            moved = jnp.where(from_next, following, jnp.where(from_previous, preceding, field))
-            return jnp.where(at_new, jnp.asarray(value, field.dtype), moved)
-
-        partial = (rows == opp) & (slots[None, :] == 0) & hit & ~consumed
-        # (a partly filled best order does not move: its side shifts only when it leaves)
-        new_size_field = shift(size, left)
-        new_size_field = jnp.where(partial, new_size_field - traded, new_size_field)
-        new_price = shift(price, limit)
-        new_seq = shift(seq, taker_id)
-        new_tag_field = shift(jnp.where(tag > gone, tag - 1, tag), new_tag)
-        new_length = length + enters.astype(jnp.int32) - leaves.astype(jnp.int32)
+        # Each side changes by at most one order: one leaves (the opposite best consumed, or
+        # the cancelled one) and those behind it move up a place, or the remainder enters at
+        # place `rest_at` in the side's first free slot and those from there move down one.
+        # Every update is per slot, in place.
+        leaves = ((cancelled > 0) | ((rows[:, 0] == opp) & consumed))[:, None]
+        leave_at = jnp.where(cancelled > 0, cancel_at, 0)[:, None]
+        enters = ((rows[:, 0] == own) & rests)[:, None]
+        is_new = enters & (slots[None, :] == free[:, None])
+        moved = (
+            pos
+            - (leaves & valid & (pos > leave_at)).astype(jnp.int32)
+            + (enters & valid & (pos >= rest_at)).astype(jnp.int32)
+        )
+        left_book = leaves & valid & (pos == leave_at)
+        new_pos = jnp.where(is_new, rest_at, jnp.where(left_book, capacity, moved))
+        partial = (rows == opp) & best & hit & ~consumed
+        new_size_field = jnp.where(is_new, left, jnp.where(partial, size - traded, size))
+        new_price = jnp.where(is_new, limit, price)
+        new_seq = jnp.where(is_new, taker_id, seq)
+        new_tag_field = jnp.where(is_new, new_tag, jnp.where(tag > gone, tag - 1, tag))
+        new_length = length + enters[:, 0].astype(jnp.int32) - leaves[:, 0].astype(jnp.int32)
 
         # The execution: logged at `n_trades % T` (the ring keeps the last T).
         fill = traded > 0
@@ -683,19 +695,20 @@ def _run_flow(
             new_size_field,
             new_seq,
             new_tag_field,
+            new_pos,
             new_length,
             new_stats,
             new_sc,
             draws(new_sc),
         )
 
-    price, size, seq, tag, length, stats, sc, _ = lax.while_loop(cond, body, carry0)
-    valid = slots[None, :] < length[:, None]
+    price, size, seq, tag, pos, _, stats, sc, _ = lax.while_loop(cond, body, carry0)
+    valid = pos < capacity
     book = Book(
-        price=price,
-        size=size,
-        owner=_owner(tag),
-        seq=seq,
+        price=jnp.where(valid, price, 0),
+        size=jnp.where(valid, size, 0),
+        owner=jnp.where(valid, _owner(tag), 0),
+        seq=jnp.where(valid, seq, 0),
         valid=valid,
         next_id=sc.next_id,
         last_price=sc.last_price,
@@ -764,15 +777,15 @@ def _owner(tag: jax.Array) -> jax.Array:
 
 
 def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array]:
-    """The book's sides packed in priority order, with the orders' tags.
+    """The book's fields for the flow's loop: each order's place in priority, and tags.
 
-    Returns `((price, size, seq, tag), length)`: the fields in priority order per side
-    (best first, then earliest; empty slots last, all zeros) and the orders per side, int32
-    `(2,)`. A tag is `1 + ` the order's rank in arrival (id) order among the resting
-    background orders, `-1 - owner` for an agent's order and 0 for an empty slot: the
-    owner and, for the flow's cancellations, the arrival order in one field. Pairwise
-    counts and one-hot sums, not sorts (on the CPU a sort of the book costs several times
-    more, once a run).
+    Returns `((price, size, seq, tag, place), length)`: the book's fields, the tags, each
+    order's place on its side (0 for the best, then by price and id; `C` for an empty
+    slot), all int32 `(2, C)`, and the orders per side, int32 `(2,)`. A tag is `1 + ` the
+    order's rank in arrival (id) order among the resting background orders, `-1 - owner`
+    for an agent's order and 0 for an empty slot: the owner and, for the flow's
+    cancellations, the arrival order in one field. Pairwise counts, not sorts (on the CPU
+    a sort of the book costs several times more).
     """
     capacity = book.capacity
     valid = book.valid
@@ -791,14 +804,8 @@ def _pack(book: Book) -> tuple[tuple[jax.Array, ...], jax.Array]:
     older_bids, older_asks = _sums((older[:, :capacity], older[:, capacity:]), 1)
     rank = (older_bids + older_asks).reshape(valid.shape)
     tag = jnp.where(background, rank + 1, jnp.where(valid, -1 - book.owner, 0))
-    # Slot i of a side takes the order placed there.
-    slots = jnp.arange(capacity, dtype=jnp.int32)
-    lands = valid[:, None, :] & (place[:, None, :] == slots[None, :, None])
-    fields = _sums(
-        tuple(jnp.where(lands, f[:, None, :], 0) for f in (book.price, book.size, book.seq, tag)),
-        2,
-    )
-    return fields, side_count[:, 0]
+    place = jnp.where(valid, place, capacity)
+    return (book.price, book.size, book.seq, tag, place), side_count[:, 0]
 
 
 def warm_up(
