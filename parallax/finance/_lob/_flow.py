@@ -502,18 +502,19 @@ def _run_flow(
         # Each side's best order (place 0: price, size, tag), the next one's price and the
         # first free slot, in one reduction.
         best, second = pos == 0, pos == 1
-        best_price, best_size, best_tag, second_price, free = lax.reduce(
+        best_price, best_size, best_tag, best_slot, second_price, free = lax.reduce(
             (
                 jnp.where(best, price, 0),
                 jnp.where(best, size, 0),
                 jnp.where(best, tag, 0),
+                jnp.where(best, slots[None, :], 0),
                 jnp.where(second, price, 0),
                 jnp.where(pos >= capacity, slots[None, :], capacity),
             ),
-            (zero, zero, zero, zero, jnp.int32(capacity)),
+            (zero, zero, zero, zero, zero, jnp.int32(capacity)),
             lambda x, y: (
-                *(a + b for a, b in zip(x[:4], y[:4], strict=True)),
-                jnp.minimum(x[4], y[4]),
+                *(a + b for a, b in zip(x[:5], y[:5], strict=True)),
+                jnp.minimum(x[5], y[5]),
             ),
             (1,),
         )
@@ -627,7 +628,10 @@ def _run_flow(
         # Every update is per slot, in place.
         leaves = ((cancelled > 0) | ((rows[:, 0] == opp) & consumed))[:, None]
         leave_at = jnp.where(cancelled > 0, cancel_at, 0)[:, None]
-        enters = ((rows[:, 0] == own) & rests)[:, None]
+        # (`rest_at >= 0` always holds: it makes every field's update wait for the reduction
+        # above, which reads the old fields, so XLA can update them in place; otherwise
+        # it copied the price, tag and place fields every iteration)
+        enters = ((rows[:, 0] == own) & rests & (rest_at >= 0))[:, None]
         is_new = enters & (slots[None, :] == free[:, None])
         moved = (
             pos
@@ -636,7 +640,7 @@ def _run_flow(
         )
         left_book = leaves & valid & (pos == leave_at)
         new_pos = jnp.where(is_new, rest_at, jnp.where(left_book, capacity, moved))
-        partial = (rows == opp) & best & hit & ~consumed
+        partial = (rows == opp) & (slots[None, :] == best_slot[:, None]) & hit & ~consumed
         new_size_field = jnp.where(is_new, left, jnp.where(partial, size - traded, size))
         new_price = jnp.where(is_new, limit, price)
         new_seq = jnp.where(is_new, taker_id, seq)
