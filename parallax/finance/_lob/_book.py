@@ -56,7 +56,6 @@ BACKGROUND: int = -1
 """Owner id of background flow, as sekai's `BACKGROUND`."""
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
-_SEARCH_BITS = 4  # bits of `_nth_smallest`'s answer found per step
 
 
 @jax.tree_util.register_dataclass
@@ -230,55 +229,6 @@ def _priority_ahead(
     # One two-output reduction: a quarter of two separate sums (or of the sort it replaces).
     rank, ahead = _sums((ones, ones * size[None, :].astype(jnp.int32)), 1)
     return rank, ahead
-
-
-def _nth_smallest(
-    values: jax.Array,
-    mask: jax.Array,
-    n: jax.Array,
-    *,
-    width: int = 31,
-    step_bits: int = _SEARCH_BITS,
-) -> jax.Array:
-    """The `n`-th smallest (0-based) of the non-negative int32 `values` where `mask`, unsorted.
-
-    A search from the top bit: the answer is the largest `v` with at most `n` masked values
-    below it, found `step_bits` bits a step (for 31 bits and 4 a step, 8 steps, each
-    counting the masked values below 15 candidates at once), in place of a sort. With
-    distinct masked values below `2**width` and `0 <= n < sum(mask)` it is the value of
-    rank `n`; otherwise it is meaningless.
-
-    Args:
-        values: int32 `(M,)`, in `[0, 2**width)` where `mask`.
-        mask: bool `(M,)`.
-        n: int32 `()`.
-        width: The bits of the masked values, in `1..31` (static).
-        step_bits: The bits found per step, >= 1 (static).
-
-    Returns:
-        int32 `()`.
-    """
-    values = values.astype(jnp.int32)
-    n = jnp.asarray(n, jnp.int32)
-    found = jnp.int32(0)
-    top = int(width)
-    while top > 0:
-        low = max(top - int(step_bits), 0)
-        digits = jnp.arange(1, 1 << (top - low), dtype=jnp.int32)
-        candidates = found | (digits << low)
-        k = candidates.shape[0]
-        # Values down, candidates across, summed over the major axis in two halves of the
-        # candidates (an odd count gets a spare, left out after), so the count is a
-        # two-output reduction that stays one loop (see `_sums`; the flow: about 8% faster).
-        half = (k + 1) // 2
-        candidates = jnp.concatenate([candidates, candidates[:1]]) if k % 2 else candidates
-        ones = mask[:, None] & (values[:, None] < candidates[None, :])
-        low_half, high_half = _sums((ones[:, :half], ones[:, half:]), 0)
-        below = jnp.concatenate([low_half, high_half])[:k]
-        # `below` grows with the digit, so the largest digit that keeps it <= n is a count.
-        found = found | (jnp.sum(below <= n, dtype=jnp.int32) << low)
-        top = low
-    return found
 
 
 class _Match(NamedTuple):

@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
-_CANCEL_STEP_BITS = 2  # bits per step of the cancellation's search (3: 5% slower, 4: 3%)
 
 FLOW_SLOTS = rng.SlotTable(
     rng.Slot(0, "INIT_SIZE", "initialise (decision 0)", "order j of the seed book", "uniform"),
@@ -731,11 +730,10 @@ def _materialize(*values: jax.Array) -> tuple[jax.Array, ...]:
 
     XLA's CPU compiler fuses cheap computations into every kernel that reads them. So a
     chain of a few hundred per-book operations (the event, its order, the match with the
-    best opposite order) ran once per slot of every field update, and the background mask
-    once per slot and candidate of every step of the label search: the flow took 4x as
-    long (measured). A reduction is never fused into what reads it (an optimisation
-    barrier did not help), so the values go through one: each is paired with a zero and
-    the pair summed. For the flow's per-book scalars and its `(2, C)` mask.
+    best opposite order) ran once per slot of every field update (the LOB env, N = 1024:
+    48.5k steps/s instead of 75k). A reduction is never fused into what reads it (an
+    optimisation barrier did not help), so the values go through one: each is paired with
+    a zero and the pair summed.
     """
     ops = tuple(jnp.stack([v, jnp.zeros_like(v)], -1) for v in values)
     inits = tuple(jnp.zeros((), v.dtype) for v in values)
