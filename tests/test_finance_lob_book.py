@@ -10,7 +10,6 @@ book at a time, overflow, rejection of invalid orders, float32 and x64.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -446,22 +445,48 @@ def test_sort_free_priority_matches_numpy(x64: bool) -> None:
         np.testing.assert_array_equal(np.asarray(ahead[b])[order], before)
 
 
-@pytest.mark.parametrize("step_bits", [1, 2, 3, 4, 5])
-def test_nth_smallest_over_a_narrow_width_finds_every_rank(step_bits: int) -> None:
-    # the flow searches labels below 2**width (width 10 for its defaults), any bits per step
-    from parallax.finance._lob._book import _nth_smallest
+def test_flow_pack_places_and_tags_match_numpy() -> None:
+    # the flow's loop reads each order's place in priority (price, then id) from `_pack`,
+    # and finds the cancelled background order by its arrival rank (tag = rank + 1;
+    # an agent's order: -1 - owner; an empty slot: 0)
+    from parallax.finance._lob._flow import _owner, _pack
 
-    rng = np.random.default_rng(step_bits)
-    width = 10
-    values = rng.choice(2**width, 40, replace=False).astype(np.int32)
-    values[0] = 2**width - 1  # the largest label fits
-    values[1] = 0
-    mask = rng.random(40) < 0.6
-    mask[:2] = True
-    ranks = np.arange(int(mask.sum()), dtype=np.int32)
-    search = functools.partial(_nth_smallest, width=width, step_bits=step_bits)
-    got = jax.jit(jax.vmap(search, in_axes=(None, None, 0)))(values, mask, ranks)
-    np.testing.assert_array_equal(got, np.sort(values[mask]))
+    rng = np.random.default_rng(7)
+    n_books, capacity = 12, 20
+    price = rng.integers(1, 8, (n_books, 2, capacity)).astype(np.int32)  # many ties
+    size = rng.integers(1, 9, (n_books, 2, capacity)).astype(np.int32)
+    owner = rng.choice([BACKGROUND, BACKGROUND, BACKGROUND, 0, 3], (n_books, 2, capacity))
+    seq = np.stack([rng.choice(10**6, 2 * capacity, replace=False) for _ in range(n_books)])
+    seq = seq.reshape(n_books, 2, capacity).astype(np.int32)
+    valid = rng.random((n_books, 2, capacity)) < 0.7
+    valid[0] = False  # an empty book
+    valid[1, 0] = False  # no bids
+    price, size, owner, seq = (
+        np.where(valid, x, 0).astype(np.int32) for x in (price, size, owner, seq)
+    )
+    books = jax.vmap(lambda p, z, o, q, v: dataclasses.replace(
+        empty_book(capacity), price=p, size=z, owner=o, seq=q, valid=v
+    ))(price, size, owner, seq, valid)  # fmt: skip
+    (got_price, got_size, got_seq, tag, place), length = jax.jit(jax.vmap(_pack))(books)
+    np.testing.assert_array_equal(got_price, price)
+    np.testing.assert_array_equal(got_seq, seq)
+    np.testing.assert_array_equal(got_size, size)
+    np.testing.assert_array_equal(length, valid.sum(axis=2))
+    np.testing.assert_array_equal(jax.vmap(_owner)(tag), owner)
+    for b in range(n_books):
+        for row, sign in ((0, -1), (1, 1)):
+            slots = np.flatnonzero(valid[b, row])
+            order = slots[np.lexsort((seq[b, row, slots], sign * price[b, row, slots]))]
+            np.testing.assert_array_equal(np.asarray(place[b, row])[order], np.arange(len(order)))
+            assert np.all(np.asarray(place[b, row])[~valid[b, row]] == capacity)
+        background = valid[b] & (owner[b] == BACKGROUND)
+        by_arrival = np.argsort(np.where(background, seq[b], np.iinfo(np.int32).max), axis=None)
+        expected = np.zeros(2 * capacity, np.int64)
+        expected[by_arrival[: background.sum()]] = np.arange(1, background.sum() + 1)
+        expected = np.where(
+            background.ravel(), expected, np.where(valid[b].ravel(), -1 - owner[b].ravel(), 0)
+        )
+        np.testing.assert_array_equal(np.asarray(tag[b]).ravel(), expected)
 
 
 @pytest.mark.parametrize("n_levels", [1, 5, 17, 40])

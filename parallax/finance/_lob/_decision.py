@@ -19,19 +19,20 @@ Everything is int32 and exact; the env turns it into float observations and rewa
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._book import ASK, BID, Book, Fills, cancel, submit_order
+from ._book import ASK, BID, Book, _match, _sums, cancel
 from ._flow import FlowStats
 
 __all__ = [
     "AGENT",
     "Account",
+    "Executions",
     "TradeLog",
     "allowed_levels",
     "apply_decision",
@@ -99,9 +100,53 @@ def _append(log: TradeLog, price: Any, size: Any, side: Any, count: Any) -> Trad
     )
 
 
-def log_trades(log: TradeLog, fills: Fills) -> TradeLog:
-    """Append the executions of one incoming order (aggressor side: the order's side)."""
-    return _append(log, fills.price, fills.size, fills.taker_side, fills.count)
+class Executions(NamedTuple):
+    """What one incoming order executed, per slot of the opposite side (unordered).
+
+    The `n_fills` slots with `size > 0` traded, the `rank`-th in matching order (the
+    others' ranks mean nothing). Kept unordered: the log and the accounts need no sort or
+    scatter into matching order (`Fills` is this written in order).
+
+    Attributes:
+        price: int32 `(C,)`, the resting orders' prices (the execution prices).
+        size: int32 `(C,)`, the quantity each executed, 0 for those that did not trade.
+        maker_owner: int32 `(C,)`, the resting orders' owners.
+        rank: int32 `(C,)`, the execution's place in matching order.
+        n_fills: int32 `()`, the number of executions.
+        taker_owner, taker_side: int32 `()`, the incoming order's owner and side.
+    """
+
+    price: jax.Array
+    size: jax.Array
+    maker_owner: jax.Array
+    rank: jax.Array
+    n_fills: jax.Array
+    taker_owner: jax.Array
+    taker_side: jax.Array
+
+
+def log_trades(log: TradeLog, executions: Executions) -> TradeLog:
+    """Append the executions of one incoming order (aggressor side: the order's side), in
+    matching order: execution `j` goes to slot `head + j`, the last `T` of them remain."""
+    ex = executions
+    capacity = log.price.shape[0]
+    ring = jnp.arange(capacity, dtype=jnp.int32)
+    keep = (ex.size > 0) & (ex.rank >= ex.n_fills - capacity)
+    slot = jnp.where(keep, (log.head + ex.rank) % capacity, capacity)
+    # Each written entry has exactly one execution: one (T, C) match, summed in one
+    # two-output reduction.
+    hit = slot[None, :] == ring[:, None]
+    price, size = _sums(
+        (jnp.where(hit, ex.price[None, :], 0), jnp.where(hit, ex.size[None, :], 0)), 1
+    )
+    written = (ring - log.head) % capacity < jnp.minimum(ex.n_fills, capacity)
+    return TradeLog(
+        price=jnp.where(written, price, log.price),
+        size=jnp.where(written, size, log.size),
+        side=jnp.where(written, jnp.asarray(ex.taker_side, jnp.int32), log.side),
+        head=(log.head + ex.n_fills) % capacity,
+        count=jnp.minimum(log.count + ex.n_fills, capacity),
+    )
 
 
 def log_flow_trades(log: TradeLog, stats: FlowStats) -> TradeLog:
@@ -157,20 +202,19 @@ def new_account() -> Account:
     return Account(inventory=zero, cash=zero, bid_id=zero, ask_id=zero, bought=zero, sold=zero)
 
 
-def _book_fills(account: Account, fills: Fills) -> Account:
+def _book_fills(account: Account, executions: Executions) -> Account:
     """Book the agent's side of one incoming order's fills (it was the taker, maybe a maker)."""
-    n = fills.size.shape[0]
-    j = jnp.arange(n, dtype=jnp.int32)
-    live = j < fills.count
-    size = jnp.where(live, fills.size, 0)
-    value = size * fills.price
-    taker = fills.taker_owner == AGENT
-    maker = live & (fills.maker_owner == AGENT)
-    taker_qty = jnp.where(taker, jnp.sum(size, dtype=jnp.int32), 0)
-    taker_value = jnp.where(taker, jnp.sum(value, dtype=jnp.int32), 0)
-    maker_qty = jnp.sum(jnp.where(maker, size, 0), dtype=jnp.int32)
-    maker_value = jnp.sum(jnp.where(maker, value, 0), dtype=jnp.int32)
-    is_buy = fills.taker_side == BID
+    ex = executions
+    size = ex.size
+    value = size * ex.price
+    taker = ex.taker_owner == AGENT
+    maker = (size > 0) & (ex.maker_owner == AGENT)
+    total_qty, total_value, maker_qty, maker_value = _sums(
+        (size, value, jnp.where(maker, size, 0), jnp.where(maker, value, 0)), 0
+    )
+    taker_qty = jnp.where(taker, total_qty, 0)
+    taker_value = jnp.where(taker, total_value, 0)
+    is_buy = ex.taker_side == BID
     # the taker buys on a bid; a maker sells to a bid (a self-trade nets to zero)
     bought = jnp.where(is_buy, taker_qty, maker_qty)
     sold = jnp.where(is_buy, maker_qty, taker_qty)
@@ -270,14 +314,14 @@ def decision_order(
     market_size: jax.Array,
     order_size: int,
     mid_price: int,
-) -> tuple[Book, Fills, jax.Array, jax.Array]:
+) -> tuple[Book, Executions, jax.Array, jax.Array]:
     """Order `i` of trader `owner`'s decision, as data: 0 the market order (`market_side`,
     `market_size`, 0 for none), 1 the bid quote at `levels[0]`, 2 the ask quote at
     `levels[1]`. One body for the three, so a `lax.scan` over them compiles the matching
     once.
 
     Returns:
-        `(book, fills, bid_id, ask_id)`: the trader's quote ids after the order.
+        `(book, executions, bid_id, ask_id)`: the trader's quote ids after the order.
     """
     is_market = i == 0
     quote_side = jnp.where(i == 1, BID, ASK)
@@ -287,16 +331,27 @@ def decision_order(
         book, quote_side, level, current, order_size, mid_price
     )
     book, _ = cancel(book, jnp.where(is_market, 0, cancel_id))
-    book, fills = submit_order(
+    side = jnp.where(is_market, market_side, quote_side)
+    book, match = _match(
         book,
-        jnp.where(is_market, market_side, quote_side),
+        side,
         price,
         jnp.where(is_market, market_size, size),
         owner,
         is_market=is_market,
+        prevent_self_trade=False,
     )
-    new_id = jnp.where(keep, current, jnp.where(fills.rested, fills.taker_id, 0))
-    return book, fills, jnp.where(i == 1, new_id, bid_id), jnp.where(i == 2, new_id, ask_id)
+    executions = Executions(
+        price=match.price,
+        size=match.traded,
+        maker_owner=match.maker_owner,
+        rank=match.rank,
+        n_fills=match.n_fills,
+        taker_owner=jnp.asarray(owner, jnp.int32),
+        taker_side=side,
+    )
+    new_id = jnp.where(keep, current, jnp.where(match.rested, match.taker_id, 0))
+    return book, executions, jnp.where(i == 1, new_id, bid_id), jnp.where(i == 2, new_id, ask_id)
 
 
 def allowed_levels(
@@ -353,16 +408,18 @@ def apply_decision(
     # The market order, the bid, the ask: one loop body (one compiled copy of the matching).
     def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
         book, account, log, n_fills, levels = carry
-        book, fills, bid_id, ask_id = decision_order(
+        book, executions, bid_id, ask_id = decision_order(
             book, i, AGENT, account.bid_id, account.ask_id, levels,
             market_side, market_size, q, mid_price,
         )  # fmt: skip
-        account = _book_fills(dataclasses.replace(account, bid_id=bid_id, ask_id=ask_id), fills)
-        log = log_trades(log, fills)
+        account = _book_fills(
+            dataclasses.replace(account, bid_id=bid_id, ask_id=ask_id), executions
+        )
+        log = log_trades(log, executions)
         levels = allowed_levels(
             i, levels, account.inventory, bid_level, ask_level, q, max_inventory
         )
-        return (book, account, log, n_fills + fills.count, levels), None
+        return (book, account, log, n_fills + executions.n_fills, levels), None
 
     levels0 = jnp.zeros(2, jnp.asarray(bid_level).dtype)
     carry = (book, account, log, jnp.asarray(0, jnp.int32), levels0)

@@ -705,7 +705,8 @@ def _run_flow(
             draws(new_sc),
         )
 
-    price, size, seq, tag, pos, _, stats, sc, _ = lax.while_loop(cond, body, carry0)
+    final: Any = lax.while_loop(cond, body, carry0)
+    price, size, seq, tag, pos, _, stats, sc, _ = final
     valid = pos < capacity
     book = Book(
         price=jnp.where(valid, price, 0),

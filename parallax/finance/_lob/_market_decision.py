@@ -21,8 +21,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._book import ASK, BID, Book, Fills, cancel
-from ._decision import Account, TradeLog, allowed_levels, decision_order, log_trades
+from ._book import ASK, BID, Book, _sums, cancel
+from ._decision import (
+    Account,
+    Executions,
+    TradeLog,
+    allowed_levels,
+    decision_order,
+    log_trades,
+)
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
 
@@ -37,7 +44,9 @@ def new_accounts(num_agents: int) -> Account:
     )
 
 
-def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Account, jax.Array]:
+def book_fills(
+    accounts: Account, executions: Executions, counts: jax.Array
+) -> tuple[Account, jax.Array]:
     """Book one incoming order's executions to the traders `0..A-1` that took part.
 
     The taker buys (sells) the whole executed quantity, each maker sells (buys) its part,
@@ -46,7 +55,7 @@ def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Acco
 
     Args:
         accounts: the traders' accounts, leaves `(A,)`.
-        fills: the executions of one incoming order.
+        executions: the executions of one incoming order.
         counts: int32 `(A,)`, fills counted so far.
 
     Returns:
@@ -54,17 +63,23 @@ def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Acco
     """
     num_agents = counts.shape[0]
     traders = jnp.arange(num_agents, dtype=jnp.int32)
-    n = fills.size.shape[0]
-    live = jnp.arange(n, dtype=jnp.int32) < fills.count
-    size = jnp.where(live, fills.size, 0)
-    value = size * fills.price
-    taker = fills.taker_owner == traders  # (A,)
-    maker = live[None, :] & (fills.maker_owner[None, :] == traders[:, None])  # (A, n)
-    taker_qty = jnp.where(taker, jnp.sum(size, dtype=jnp.int32), 0)
-    taker_value = jnp.where(taker, jnp.sum(value, dtype=jnp.int32), 0)
-    maker_qty = jnp.sum(jnp.where(maker, size[None, :], 0), axis=1, dtype=jnp.int32)
-    maker_value = jnp.sum(jnp.where(maker, value[None, :], 0), axis=1, dtype=jnp.int32)
-    is_buy = fills.taker_side == BID
+    ex = executions
+    size = ex.size
+    value = size * ex.price
+    taker = ex.taker_owner == traders  # (A,)
+    maker = (size > 0)[None, :] & (ex.maker_owner[None, :] == traders[:, None])  # (A, C)
+    total_qty, total_value = _sums((size, value), 0)
+    taker_qty = jnp.where(taker, total_qty, 0)
+    taker_value = jnp.where(taker, total_value, 0)
+    maker_qty, maker_value, as_maker = _sums(
+        (
+            jnp.where(maker, size[None, :], 0),
+            jnp.where(maker, value[None, :], 0),
+            maker & ~taker[:, None],
+        ),
+        1,
+    )
+    is_buy = ex.taker_side == BID
     bought = jnp.where(is_buy, taker_qty, maker_qty)
     sold = jnp.where(is_buy, maker_qty, taker_qty)
     cash = jnp.where(is_buy, maker_value - taker_value, taker_value - maker_value)
@@ -75,8 +90,7 @@ def book_fills(accounts: Account, fills: Fills, counts: jax.Array) -> tuple[Acco
         bought=accounts.bought + bought,
         sold=accounts.sold + sold,
     )
-    as_maker = jnp.sum(maker & ~taker[:, None], axis=1, dtype=jnp.int32)
-    counts = counts + jnp.where(taker, fills.count, 0) + as_maker
+    counts = counts + jnp.where(taker, ex.n_fills, 0) + as_maker
     return accounts, counts
 
 
@@ -133,7 +147,7 @@ def apply_trader_decision(
     def order(carry: Any, i: jax.Array) -> tuple[Any, None]:
         book, accounts, log, counts, levels = carry
         own = mine(accounts)
-        book, fills, bid_id, ask_id = decision_order(
+        book, executions, bid_id, ask_id = decision_order(
             book, i, owner, own.bid_id, own.ask_id, levels,
             market_side, market_size, q, mid_price,
         )  # fmt: skip
@@ -142,8 +156,8 @@ def apply_trader_decision(
             bid_id=accounts.bid_id.at[owner].set(bid_id),
             ask_id=accounts.ask_id.at[owner].set(ask_id),
         )
-        accounts, counts = book_fills(accounts, fills, counts)
-        log = log_trades(log, fills)
+        accounts, counts = book_fills(accounts, executions, counts)
+        log = log_trades(log, executions)
         levels = allowed_levels(
             i, levels, accounts.inventory[owner], bid_level, ask_level, q, max_inventory
         )
