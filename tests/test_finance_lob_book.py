@@ -364,6 +364,11 @@ def test_invalid_orders_are_refused() -> None:
         add_limit(book, BID, 0, 1)
     with pytest.raises(ValueError, match=r"side must be BID \(1\) or ASK \(-1\), got 2"):
         market_order(book, 2, 1)
+    # the flow's loop keeps owners >= 0 and background orders' ranks in one field
+    with pytest.raises(ValueError, match=r"owner must be BACKGROUND \(-1\) or an id >= 0, got -2"):
+        add_limit(book, BID, 100, 1, owner=-2)
+    with pytest.raises(ValueError, match=r"owner must be BACKGROUND \(-1\) or an id >= 0, got -3"):
+        market_order(book, BID, 1, owner=-3)
     with pytest.raises(ValueError, match="capacity must be a positive int, got 0"):
         empty_book(0)
     with pytest.raises(ValueError, match="n_levels must be a non-negative int, got -1"):

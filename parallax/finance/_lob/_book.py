@@ -143,6 +143,13 @@ def _check_static_int(name: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
+def _check_owner(owner: Any) -> None:
+    if isinstance(owner, bool | np.bool_) or (
+        isinstance(owner, int | np.integer) and int(owner) < BACKGROUND
+    ):
+        raise ValueError(f"owner must be BACKGROUND (-1) or an id >= 0, got {owner!r}.")
+
+
 def _check_side(side: Any) -> None:
     if isinstance(side, bool | np.bool_) or (
         isinstance(side, int | np.integer) and int(side) not in (BID, ASK)
@@ -437,7 +444,7 @@ def add_limit(
         side: `BID` (1) or `ASK` (-1), int32 `()`.
         price: Limit price in ticks, int32 `()` >= 1.
         size: Quantity, int32 `()` >= 1.
-        owner: Owner id, int32 `()`; `BACKGROUND` (-1) by default.
+        owner: Owner id, int32 `()`: `BACKGROUND` (-1, the default) or an id >= 0.
         prevent_self_trade: bool `()`. If True, the owner's resting orders on the opposite
             side are cancelled before matching (sekai's cancel-resting rule: a trader never
             trades with itself). Do not set it for `BACKGROUND`, whose orders are all one
@@ -462,6 +469,7 @@ def add_limit(
     _check_side(side)
     _check_static_int("price", price, 1)
     _check_static_int("size", size, 1)
+    _check_owner(owner)
     return _submit(
         book,
         side,
@@ -490,7 +498,7 @@ def market_order(
         book: The book.
         side: `BID` (1) to buy or `ASK` (-1) to sell, int32 `()`.
         size: Quantity, int32 `()` >= 1.
-        owner: Owner id, int32 `()`; `BACKGROUND` (-1) by default.
+        owner: Owner id, int32 `()`: `BACKGROUND` (-1, the default) or an id >= 0.
         prevent_self_trade: bool `()`, as in `add_limit`.
 
     Returns:
@@ -501,6 +509,7 @@ def market_order(
     """
     _check_side(side)
     _check_static_int("size", size, 1)
+    _check_owner(owner)
     return _submit(
         book,
         side,

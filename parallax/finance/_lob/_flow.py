@@ -338,8 +338,9 @@ def run_flow(
 
     Args:
         book: The book (with both sides non-empty, or a `last_price`, as after
-            `initialise`). Its owners are `BACKGROUND` or agents' ids >= 0, as the envs
-            make them (the loop encodes an owner and an arrival rank in one field).
+            `initialise`). Its owners are `BACKGROUND` or ids >= 0, as `add_limit` and
+            `market_order` require (the loop encodes an owner and an arrival rank in one
+            field).
         params: The flow's parameters.
         episode_key: uint32 `(2,)`, from `parallax.rng.episode_key`.
         decision_index: int `()`, the draws' step: 0 is the warm-up, the interval after
