@@ -444,10 +444,11 @@ def _run_flow(
             ),
         )
 
-    # The loop keeps each side packed and in priority order: slot 0 holds the best order
-    # (highest bid, lowest ask; the earliest at a price first), slots `length..C-1` are
-    # empty. Then the best quotes are slot 0, an incoming order meets the opposite side's
-    # orders one by one from slot 0, and every change to a side is one shift of its slots.
+    # In the loop each order carries its place in priority on its side (0: the best, the
+    # highest bid or lowest ask, the earliest at a price first; `C`: an empty slot) and its
+    # tag (see `_pack`). The best orders are those at place 0, an incoming order meets the
+    # opposite side's orders one per iteration in place order, and every change to a side
+    # is a per-slot update of the places and tags; orders never move between slots.
     fields0, length = _pack(book)
     zero = jnp.asarray(0, jnp.int32)
     stats0 = FlowStats(
