@@ -11,6 +11,7 @@ sekai's default flow in long runs, jit against eager, vmap independence, validat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -358,6 +359,72 @@ def test_vmap_books_are_independent() -> None:
             np.testing.assert_array_equal(a, b[i])
     # different keys give different books
     assert not np.array_equal(batched[0].price[0], batched[0].price[1])
+
+
+def _staged_batch(n: int) -> tuple[Any, ...]:
+    """`n` small books with their own keys, intervals and flow parameters."""
+    eks = rng.episode_key(jax.random.split(jax.random.key(11), n))
+    params = FlowParams(
+        limit_rate=jnp.linspace(4.0, 12.0, n),
+        market_rate=jnp.full(n, 2.0),
+        cancel_rate=jnp.linspace(0.2, 1.0, n),
+        max_offset=jnp.full(n, 6, jnp.int32),
+        offset_decay=jnp.full(n, 0.5),
+        mean_size=jnp.linspace(1.0, 4.0, n),
+    )
+    books = jax.jit(
+        jax.vmap(lambda p, ek: initialise(16, p, ek, mid=MID, levels=4, orders_per_level=2))
+    )(params, eks)
+    start = jnp.linspace(0.0, 1.0, n)
+    until = start + jnp.linspace(0.3, 2.5, n)  # some books reach `max_events`
+    return books, params, eks, start, until
+
+
+def _flow_alone(books: Any, params: Any, eks: Any, start: Any, until: Any, max_events: int):
+    """Each book's flow on its own: `lax.map` runs the unbatched loop book after book."""
+    return jax.jit(
+        lambda *xs: jax.lax.map(
+            lambda x: run_flow(x[0], x[1], x[2], 3, x[3], x[4], max_events=max_events), xs
+        )
+    )(books, params, eks, start, until)
+
+
+def test_a_large_batch_runs_in_stages_and_equals_each_book_alone() -> None:
+    # A batch of 64 books or more runs its loop in stages on fewer and fewer books (the
+    # ones still running, gathered); every book must still get exactly its own run:
+    # batched parameters and intervals, truncated books included.
+    from parallax.finance._lob._flow import _stage_sizes
+
+    n, max_events = 160, 48
+    assert _stage_sizes(n) == (160, 40)
+    books, params, eks, start, until = _staged_batch(n)
+    batched = jax.jit(
+        jax.vmap(lambda b, p, ek, s, u: run_flow(b, p, ek, 3, s, u, max_events=max_events))
+    )(books, params, eks, start, until)
+    alone = _flow_alone(books, params, eks, start, until, max_events)
+    for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(batched), strict=True):
+        np.testing.assert_array_equal(a, b)
+    stats = batched[1]
+    truncated = np.asarray(stats.truncated)
+    assert 0 < truncated.sum() < n  # both kinds of books are in the batch
+    # the busiest book ran several times the iterations of the quietest
+    assert int(stats.iterations.max()) >= 3 * int(stats.iterations.min())
+
+
+def test_nested_vmap_runs_each_inner_batch_in_stages() -> None:
+    # vmap of vmap: the inner batch (160 books: two stages) is staged, the outer vmaps that.
+    n, max_events = 320, 48
+    books, params, eks, start, until = _staged_batch(n)
+    run = functools.partial(run_flow, decision_index=3, max_events=max_events)
+    flow = jax.vmap(lambda b, p, ek, s, u: run(b, p, ek, start=s, until=u))
+    split = jax.tree.map(lambda x: x.reshape(2, n // 2, *x.shape[1:]), (books, params, eks))
+    nested = jax.jit(jax.vmap(flow, (0, 0, 0, None, None)))(
+        *split, start[: n // 2], until[: n // 2]
+    )
+    tiled = (jnp.tile(start[: n // 2], 2), jnp.tile(until[: n // 2], 2))
+    alone = _flow_alone(books, params, eks, *tiled, max_events)
+    for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(nested), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b).reshape(a.shape))
 
 
 @pytest.mark.parametrize(
