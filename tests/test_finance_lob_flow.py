@@ -34,7 +34,12 @@ from parallax.finance._lob import (
     run_flow,
     warm_up,
 )
-from parallax.finance._lob._flow import _exponential_from_uniform, _size_from_uniform
+from parallax.finance._lob._flow import (
+    _exponential_from_uniform,
+    _size_from_table,
+    _size_from_uniform,
+    _size_table,
+)
 from parallax.rng import reference
 
 lob = pytest.importorskip("sekai.finance.lob")
@@ -359,6 +364,51 @@ def test_vmap_books_are_independent() -> None:
             np.testing.assert_array_equal(a, b[i])
     # different keys give different books
     assert not np.array_equal(batched[0].price[0], batched[0].price[1])
+
+
+def _search_sizes(u: np.ndarray, p0: Any, mean: float, dtype: Any) -> np.ndarray:
+    """`1 + Poisson(mean)` by the plain sequential search, in NumPy's `dtype` arithmetic
+    (every operation rounded on its own), from `p0 = exp(-mean)`; counts stop at
+    `mean + 12 sqrt(mean) + 20` (where the float sum of the terms may stay below `u`)."""
+    one = dtype(1)
+    cap = dtype(mean) + dtype(12) * np.sqrt(dtype(mean)) + dtype(20)
+    k = np.zeros(u.shape, np.int64)
+    p = np.full(u.shape, dtype(p0))
+    cdf = p.copy()
+    go = u >= cdf
+    while go.any():
+        k = k + go
+        p = np.where(go, (p * dtype(mean)) / np.maximum(k, 1).astype(dtype), p).astype(dtype)
+        cdf = np.where(go, cdf + p, cdf).astype(dtype)
+        go = (u >= cdf) & (k < cap)
+    return (k + one).astype(np.int64)
+
+
+def test_sizes_are_the_sequential_search_bit_for_bit(x64: bool) -> None:
+    # Order sizes `1 + Poisson(mean_size - 1)` come from a table of the first CDF terms
+    # (built once an interval in the loop), then the sequential search past them: they
+    # must be the plain search's, in the same float arithmetic, for every uniform (random
+    # ones, each term of the CDF and its float neighbours), inside and past the table.
+    dtype = np.float64 if x64 else np.float32
+    means = [1.0, 1.5, 2.0, 3.0, 7.5, 18.0, 26.0, 31.0]
+    tables = jax.jit(jax.vmap(lambda m: _size_table(m, dtype)))(jnp.asarray(means, dtype))
+    terms = np.asarray(tables.cdf[:, :-1])
+    below, above = np.nextafter(terms, dtype(0)), np.nextafter(terms, dtype(1))
+    random = np.asarray(jax.random.uniform(jax.random.key(2), (len(means), 4000), dtype))
+    u = np.clip(np.concatenate([random, terms, below, above], axis=1), 0, below.max())
+    u = u.astype(dtype)
+    ours = np.asarray(jax.jit(jax.vmap(jax.vmap(_size_from_table, (0, None))))(u, tables))
+    for i, mean_size in enumerate(means):
+        p0 = terms[i, 0]  # exp(-m): the one term not built by +, * and /
+        expected = _search_sizes(u[i], p0, mean_size - 1.0, dtype)
+        np.testing.assert_array_equal(ours[i], expected, err_msg=f"mean_size {mean_size}")
+    assert ours[5].max() > 17  # mean_size 18: counts past the table's 16 terms
+    # `_size_from_uniform` (the seed book, the shim generator) is the same function
+    sizes = jax.jit(_size_from_uniform)(jnp.asarray(u), jnp.asarray(means, dtype)[:, None])
+    np.testing.assert_array_equal(sizes, ours)
+    # above 30 (mean_size > 31): the rounded normal approximation
+    big = jax.jit(_size_from_uniform)(jnp.asarray(random[0]), jnp.asarray(101.0, dtype))
+    assert abs(float(np.mean(big)) - 101.0) < 1.0 and abs(float(np.std(big)) - 10.0) < 1.0
 
 
 def _staged_batch(n: int) -> tuple[Any, ...]:
