@@ -450,6 +450,78 @@ def test_sort_free_priority_matches_numpy(x64: bool) -> None:
         np.testing.assert_array_equal(np.asarray(ahead[b])[order], before)
 
 
+@pytest.mark.parametrize("count", [1, 3])
+def test_first_in_priority_ranks_the_first_makers_as_the_pairwise_priority(count: int) -> None:
+    # An agent's order of at most `count` lots is matched with the first `count` makers
+    # ranked one reduction at a time; they must get the pairwise ranks and sizes ahead,
+    # and every other slot nothing (rank `count`, at least `count` lots ahead).
+    from parallax.finance._lob._book import _first_in_priority, _priority_ahead
+
+    rng = np.random.default_rng(23)
+    n_books, capacity = 40, 16
+    key = rng.integers(-3, 3, (n_books, capacity)).astype(np.int32)  # many ties
+    key[0] = 2**31 - 1  # every key the largest
+    seq = np.stack([rng.choice(2**31 - 1, capacity, replace=False) for _ in range(n_books)])
+    seq = seq.astype(np.int32)
+    seq[1] = 2**31 - 1 - np.arange(capacity)  # ids at the top of the range
+    size = rng.integers(1, 6, (n_books, capacity)).astype(np.int32)
+    eligible = rng.random((n_books, capacity)) < 0.5
+    eligible[2] = False  # nothing eligible
+    eligible[3] = np.arange(capacity) == 5  # one
+    args = (key, seq, size, eligible)
+    rank, ahead = jax.jit(jax.vmap(lambda *x: _first_in_priority(*x, count)))(*args)
+    pair_rank, pair_ahead = jax.jit(jax.vmap(_priority_ahead))(*args)
+    first = eligible & (np.asarray(pair_rank) < count)
+    np.testing.assert_array_equal(np.where(first, rank, -1), np.where(first, pair_rank, -1))
+    np.testing.assert_array_equal(np.where(first, ahead, -1), np.where(first, pair_ahead, -1))
+    assert np.all(np.asarray(rank)[~first] == count)
+    taken_lots = np.where(first, size, 0).sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.where(first, 0, ahead), np.where(first, 0, taken_lots))
+
+
+def test_an_agents_bounded_order_matches_as_any_order() -> None:
+    # `_match(..., max_size=k)` (the decisions' orders: at most `order_size` lots) must
+    # give the book and the executions of the unbounded matching, for orders of 0..k lots.
+    from parallax.finance._lob._book import _match
+
+    rng = np.random.default_rng(5)
+    capacity, n = 24, 64
+    shape = (n, 2, capacity)
+    price = np.stack(
+        [rng.integers(95, 101, (n, capacity)), rng.integers(100, 106, (n, capacity))], 1
+    )
+    valid = rng.random(shape) < 0.6
+    seq = np.stack([rng.choice(10**6, 2 * capacity, replace=False) for _ in range(n)])
+    fields = (
+        price,
+        rng.integers(1, 4, shape),
+        rng.choice([BACKGROUND, 0, 1], shape),
+        seq.reshape(shape),
+    )
+    price, lots, owner, seq = (np.where(valid, x, 0).astype(np.int32) for x in fields)
+    books = jax.vmap(lambda p, z, o, q, v: dataclasses.replace(
+        empty_book(capacity), price=p, size=z, owner=o, seq=q, valid=v, next_id=jnp.int32(10**6)
+    ))(price, lots, owner, seq, valid)  # fmt: skip
+    side = jnp.asarray(rng.choice([BID, ASK], n), jnp.int32)
+    limit = jnp.asarray(rng.integers(96, 105, n), jnp.int32)
+    size = jnp.asarray(rng.integers(0, 4, n), jnp.int32)
+    market = jnp.asarray(rng.random(n) < 0.3)
+
+    def run(max_size: Any) -> Any:
+        return jax.jit(jax.vmap(lambda b, s, p, q, m: _match(
+            b, s, p, q, 0, is_market=m, prevent_self_trade=False, max_size=max_size
+        )))(books, side, limit, size, market)  # fmt: skip
+
+    (bounded_book, bounded), (book, match) = run(3), run(None)
+    for a, b in zip(jax.tree.leaves(bounded_book), jax.tree.leaves(book), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(bounded.traded, match.traded)
+    np.testing.assert_array_equal(bounded.n_fills, match.n_fills)
+    fill = np.asarray(match.traded) > 0
+    assert fill.sum() > 20  # the test executes orders
+    np.testing.assert_array_equal(np.asarray(bounded.rank)[fill], np.asarray(match.rank)[fill])
+
+
 def test_flow_pack_places_and_tags_match_numpy() -> None:
     # the flow's loop reads each order's place in priority (price, then id) from `_pack`,
     # and finds the cancelled background order by its arrival rank (tag = rank + 1;
