@@ -238,51 +238,6 @@ def _priority_ahead(
     return rank, ahead
 
 
-def _first_in_priority(
-    key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array, count: int
-) -> tuple[jax.Array, jax.Array]:
-    """`_priority_ahead` for the first `count` eligible orders only, in `count` reductions.
-
-    An incoming order of at most `count` lots trades with at most its first `count`
-    makers (each has at least one lot), so their places and the sizes ahead of them are
-    all the matching needs. Each round picks the best order not yet picked, by `(key,
-    seq)`, in one reduction over the slots, instead of comparing every pair of slots.
-
-    Returns:
-        `(rank, ahead)` as `_priority_ahead` gives them for the first `count` eligible
-        orders in priority; for every other slot, rank `count` and `ahead` the sum of their
-        sizes (at least `count`: nothing is left for them).
-    """
-    top = jnp.int32(_INT32_MAX)
-    rank = jnp.full(key.shape, count, jnp.int32)
-    ahead = jnp.zeros(key.shape, jnp.int32)
-    taken = jnp.zeros(key.shape, bool)
-    total = jnp.int32(0)
-
-    def better(x: tuple[jax.Array, ...], y: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        first = (x[0] < y[0]) | ((x[0] == y[0]) & (x[1] < y[1]))
-        return tuple(jnp.where(first, a, b) for a, b in zip(x, y, strict=True))
-
-    for r in range(count):
-        remaining = eligible & ~taken
-        best_key, best_seq, best_size = lax.reduce(
-            (
-                jnp.where(remaining, key, top),
-                jnp.where(remaining, seq, top),
-                jnp.where(remaining, size, 0),
-            ),
-            (top, top, jnp.int32(0)),
-            better,
-            (0,),
-        )
-        picked = remaining & (key == best_key) & (seq == best_seq)
-        rank = jnp.where(picked, r, rank)
-        ahead = jnp.where(picked, total, ahead)
-        total = total + best_size
-        taken = taken | picked
-    return rank, jnp.where(taken, ahead, total)
-
-
 class _Match(NamedTuple):
     """What matching one incoming order did, per slot of the opposite side (unordered).
 
@@ -312,13 +267,10 @@ def _match(
     *,
     is_market: Any,
     prevent_self_trade: Any,
-    max_size: int | None = None,
 ) -> tuple[Book, _Match]:
     """Match an incoming order against the opposite side, then rest a limit remainder.
 
     `is_market` (a bool, or a traced bool `()`): no price limit, and no remainder rests.
-    `max_size` (static): a bound on `size` the caller guarantees (an agent's order size),
-    so that only the first `max_size` makers in priority are ranked (`_first_in_priority`).
     The executions are left unordered (see `_Match`); `_submit` orders them."""
     side = jnp.asarray(side, jnp.int32)
     size = jnp.asarray(size, jnp.int32)
@@ -346,10 +298,7 @@ def _match(
     # Each eligible maker's rank in that order and the quantity resting ahead of it, by
     # pairwise comparison instead of a sort (ids are unique, so the order is total).
     key = jnp.where(is_bid, opp_price, -opp_price)
-    if max_size is not None and 4 * max_size < capacity:
-        rank, ahead = _first_in_priority(key, opp_seq, opp_size, eligible, max_size)
-    else:
-        rank, ahead = _priority_ahead(key, opp_seq, opp_size, eligible)
+    rank, ahead = _priority_ahead(key, opp_seq, opp_size, eligible)
     queue = jnp.where(eligible, opp_size, 0)
     quantity = jnp.where(accepted, size, 0)
     traded = jnp.clip(quantity - ahead, 0, queue)

@@ -340,7 +340,6 @@ def decision_order(
         owner,
         is_market=is_market,
         prevent_self_trade=False,
-        max_size=order_size,
     )
     executions = Executions(
         price=match.price,
