@@ -422,9 +422,9 @@ def run_flow(
     its side, so an iteration reads the best quotes from place 0, executes at most one
     resting order and updates the places in place; orders never change slots (a `Book`'s
     slots are unordered by contract). Reaching the bound stops the run early with
-    `stats.truncated` set; it is never silent. Under `vmap`, a batch of 64 books or more
-    runs the loop in stages on the books still running (`_run_flow_batched`), with the same
-    results, bit for bit, as each book alone.
+    `stats.truncated` set; it is never silent. Under `vmap`, a batch of 128 books or more
+    runs the loop in two stages, the second on the books still running
+    (`_run_flow_batched`), with the same results, bit for bit, as each book alone.
 
     Args:
         book: The book (with both sides non-empty, or a `last_price`, as after
