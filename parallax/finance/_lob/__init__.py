@@ -8,7 +8,7 @@
   entry.
 - `best_bid`, `best_ask`, `depth_levels`, `queue_position`: queries.
 - `FlowParams`, `FlowStats`, `FLOW_SLOTS`, `initialise`, `run_flow`, `warm_up`,
-  `default_max_events`: the background order flow between decisions.
+  `default_max_events`, `default_capacity`: the background order flow between decisions.
 - `LimitOrderBookMarketEnv`, `LimitOrderBookMarketState`, `MARKET_SLOTS`: the multi-agent
   market (sekai's `LimitOrderBookMarket`), traders on their own jittered clocks.
 
@@ -37,6 +37,7 @@ from ._env import LimitOrderBookState as LimitOrderBookState
 from ._flow import FLOW_SLOTS as FLOW_SLOTS
 from ._flow import FlowParams as FlowParams
 from ._flow import FlowStats as FlowStats
+from ._flow import default_capacity as default_capacity
 from ._flow import default_max_events as default_max_events
 from ._flow import initialise as initialise
 from ._flow import run_flow as run_flow
@@ -66,6 +67,7 @@ __all__ = [
     "best_bid",
     "cancel",
     "cancel_slot",
+    "default_capacity",
     "default_max_events",
     "depth_levels",
     "empty_book",

@@ -42,7 +42,14 @@ from ._decision import (
     log_flow_trades,
     new_account,
 )
-from ._flow import FLOW_SLOTS, FlowParams, default_max_events, run_flow, warm_up
+from ._flow import (
+    FLOW_SLOTS,
+    FlowParams,
+    default_capacity,
+    default_max_events,
+    run_flow,
+    warm_up,
+)
 from ._obs import observation_space, observe
 
 __all__ = [
@@ -138,16 +145,19 @@ class BookSettings:
         inventory_penalty: float,
         max_trades: int,
         warmup: float,
-        capacity: int,
+        capacity: int | None,
         max_events: int | None,
         min_capacity: int,
         capacity_rule: str,
+        reserved: int,
         flow_interval: float,
         interval_within_session: bool = False,
     ) -> None:
         """Validate and set the shared settings.
 
         `capacity` must be at least `min_capacity` (`capacity_rule` says why, in the error);
+        `None` derives it from the flow (`default_capacity` over the warm-up and the session,
+        `reserved` slots a side kept for the agents' orders);
         `max_events` defaults to what the flow needs for an interval of `flow_interval` (at
         most the session's length if `interval_within_session`).
         """
@@ -160,7 +170,7 @@ class BookSettings:
                 ("order_size", order_size),
                 ("max_inventory", max_inventory),
                 ("max_trades", max_trades),
-                ("capacity", capacity),
+                *(() if capacity is None else (("capacity", capacity),)),
             )
         }
         room = 2 * (ints["max_quote_offset"] + ints["levels"])
@@ -175,7 +185,7 @@ class BookSettings:
         length = finite_number("session_length", session_length, ">0")
         penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
         warm = finite_number("warmup", warmup, ">=0")
-        if ints["capacity"] < min_capacity:
+        if capacity is not None and ints["capacity"] < min_capacity:
             raise ValueError(f"capacity must be >= {capacity_rule}, got {capacity!r}")
         if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
             raise ValueError(
@@ -187,6 +197,9 @@ class BookSettings:
             flow = FlowParams()
         if not isinstance(flow, FlowParams):
             raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
+        if capacity is None:
+            derived = default_capacity(flow, warm + length, reserved=reserved)
+            ints["capacity"] = max(derived, min_capacity)
         if max_events is None:
             longest = min(flow_interval, length) if interval_within_session else flow_interval
             events = default_max_events(flow, longest, ints["capacity"])
@@ -265,8 +278,10 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         inventory_penalty: running penalty, finite `>= 0` (default 0.01).
         max_trades: recent trades observed, int `>= 1` (default 16).
         warmup: time the book evolves before the session, finite `>= 0` (default 20).
-        capacity: ours: slots per side of the array book (default 64; sekai's default flow
-            stays below 36 per side, `cancel_rate=0.1` below 116: use 192 there).
+        capacity: ours: slots per side of the array book; by default derived from the
+            flow (`default_capacity` over the warm-up and the session, one slot a side kept
+            for the agent): 64 for sekai's default flow, 176 for `cancel_rate=0.1`. A
+            `flow` passed in `params` at reset keeps the env's capacity.
         max_events: ours: bound on the flow's loop per decision (default from the rates,
             `default_max_events`); reaching it sets `info["overflow"]`.
 
@@ -315,7 +330,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         inventory_penalty: float = 0.01,
         max_trades: int = 16,
         warmup: float = 20.0,
-        capacity: int = 64,
+        capacity: int | None = None,
         max_events: int | None = None,
     ) -> None:
         # sekai's order: decision_interval, then the core's checks
@@ -335,6 +350,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
             max_events=max_events,
             min_capacity=2,
             capacity_rule="2",
+            reserved=1,
             flow_interval=interval,
         )
         self.decision_interval = interval

@@ -113,7 +113,8 @@ class LimitOrderBookMarketEnv(BookSettings):
         jitter: wait factor spread, in `[0, 1)` (default 0).
         flow, mid_price, session_length, levels, max_quote_offset, order_size,
             max_inventory, inventory_penalty, max_trades, warmup, capacity: as in
-            `LimitOrderBookEnv` (same defaults).
+            `LimitOrderBookEnv` (same defaults; a derived capacity keeps one slot a side
+            per trader, and at least `2 + 2 * n_agents`).
         max_events: ours: bound on the flow's loop per step (default from the rates and the
             longest possible wait); reaching it sets `info["overflow"]`.
 
@@ -143,7 +144,7 @@ class LimitOrderBookMarketEnv(BookSettings):
         inventory_penalty: float = 0.01,
         max_trades: int = 16,
         warmup: float = 20.0,
-        capacity: int = 64,
+        capacity: int | None = None,
         max_events: int | None = None,
     ) -> None:
         # sekai's order: n_agents, decision_intervals, jitter, then the core's checks
@@ -174,6 +175,7 @@ class LimitOrderBookMarketEnv(BookSettings):
             max_events=max_events,
             min_capacity=2 + 2 * agents,
             capacity_rule=f"2 + 2 * n_agents = {2 + 2 * agents}",
+            reserved=agents,
             flow_interval=float(np.max(intervals)) * (1.0 + jit_),
             interval_within_session=True,
         )
