@@ -11,6 +11,8 @@ The measurement is `parallax.bench.benchmark(..., compare="sekai")`, the one beh
   stepped in turn by a Python loop with random legal actions (from `action_mask()`),
   `--sekai-steps` steps per call; a Python loop's cost per env step does not depend on N,
   so its throughput is per env step;
+- `--cpu-devices K`: ours split over K CPU devices (`parallax.set_cpu_devices`), each
+  stepping its N/K envs alone in a `jax.shard_map`: K programs at once, one a core;
 - the calls are interleaved (ours, theirs, theirs, ours, ...); the ratio is the median of
   the per-call ratios, and the best call of each side is reported beside it;
 - events: the flow's Poisson events (limit orders, market orders, cancellations; refills
@@ -20,6 +22,7 @@ The measurement is `parallax.bench.benchmark(..., compare="sekai")`, the one beh
 
     python benchmarks/lob_speed.py                 # N = 1024, writes benchmarks/results/lob_speed.json
     python benchmarks/lob_speed.py --quick                       # tiny sizes, writes nothing
+    python benchmarks/lob_speed.py --cpu-devices 2   # ours as 2 CPU devices of N/2 envs each
 
 The JSON holds the `benchmark` result, the load average before and after, and the CPU time
 of the process (user + system) beside the wall time, since the machine may be shared.
@@ -71,6 +74,7 @@ def measure(
     sekai_steps: int,
     env_kwargs: dict[str, Any],
     seed: int = 0,
+    devices: int = 1,
 ) -> dict[str, Any]:
     """One comparison, with the machine's state around it."""
     import jax
@@ -89,6 +93,7 @@ def measure(
         progress=False,
         competitor_steps=sekai_steps,
         competitor_envs=sekai_envs,
+        devices=devices,
     )
     return {
         "meta": {
@@ -145,11 +150,22 @@ def main(argv: list[str] | None = None) -> int:
         "with --quick, nowhere)",
     )
     add_cpu_threads_option(parser)
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=1,
+        help="ours split over this many CPU devices, each stepping N/K envs alone "
+        "(parallax.set_cpu_devices; `parallax bench --cpu-devices`; default 1)",
+    )
     args = parser.parse_args(argv)
-    for name in ("num_envs", "steps", "repeats", "sekai_envs", "sekai_steps"):
+    for name in ("num_envs", "steps", "repeats", "sekai_envs", "sekai_steps", "cpu_devices"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive int")
     apply_cpu_threads(args)  # before JAX's first computation
+    if args.cpu_devices > 1:
+        import parallax
+
+        parallax.set_cpu_devices(args.cpu_devices)
     sizes = {
         "num_envs": args.num_envs,
         "steps": args.steps,
@@ -160,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     env_kwargs: dict[str, Any] = {}
     if args.quick:
         sizes, env_kwargs = dict(QUICK), dict(QUICK_ENV_KWARGS)
-    report = measure(**sizes, env_kwargs=env_kwargs)
+    if sizes["num_envs"] % args.cpu_devices:
+        parser.error(f"--num-envs must be divisible by --cpu-devices {args.cpu_devices}")
+    report = measure(**sizes, env_kwargs=env_kwargs, devices=args.cpu_devices)
     report["meta"]["quick"] = args.quick
     report["meta"]["cpu_threads"] = args.cpu_threads
+    report["meta"]["cpu_devices"] = args.cpu_devices
     print(summary(report))
     if args.json is not None or not args.quick:  # a quick check never replaces the results
         out = Path(args.json) if args.json is not None else RESULTS

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._core import StateT as StateT
     from ._core import VectorEnv as VectorEnv
     from ._cpu import cpu_threads as cpu_threads
+    from ._cpu import set_cpu_devices as set_cpu_devices
     from ._cpu import set_cpu_threads as set_cpu_threads
     from ._registry import EnvSpec as EnvSpec
     from ._registry import make as make
@@ -108,6 +109,7 @@ __all__ = [
     "register_namespace",
     "registered_ids",
     "rollout",
+    "set_cpu_devices",
     "set_cpu_threads",
     "shard_batch",
     "shard_rollout",
@@ -129,6 +131,7 @@ _LAZY = {
     "StateT": "._core",
     "VectorEnv": "._core",
     "cpu_threads": "._cpu",
+    "set_cpu_devices": "._cpu",
     "set_cpu_threads": "._cpu",
     "action_scan": "._actions",
     "random_actions": "._actions",

@@ -25,7 +25,7 @@ import jax
 from ._bench_report import SCALING_SIZES, format_table, plot_scaling
 from ._bench_timing import COMPETITORS, benchmark
 from ._cli import DefaultsHelpFormatter
-from ._cpu import set_cpu_threads
+from ._cpu import set_cpu_devices, set_cpu_threads
 from ._validate import positive_int
 
 __all__ = ["SCALING_SIZES", "build_parser", "main"]
@@ -161,6 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of XLA:CPU's thread pool (sets PJRT_NPROC; default: one per CPU). 1 removes "
         "the hand-offs between pool threads that slow small-kernel rollouts on the CPU",
     )
+    parser.add_argument(
+        "--cpu-devices",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="present the CPU as K JAX devices and split our batch over them, each device "
+        "stepping its N/K envs alone (jax.shard_map, no communication): K programs run at "
+        "once, one a core, where one program's small kernels keep about one core busy",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -207,6 +216,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RuntimeError as error:
             print(f"parallax bench: error: {error}", file=sys.stderr)
             return 2
+    if args.cpu_devices is not None:
+        bad = [n for n in sizes if n % args.cpu_devices]
+        if bad:
+            parser.error(
+                f"--num-envs {bad[0]} is not divisible by --cpu-devices {args.cpu_devices}"
+            )
+        try:
+            set_cpu_devices(args.cpu_devices)
+        except RuntimeError as error:
+            print(f"parallax bench: error: {error}", file=sys.stderr)
+            return 2
     results = []
     with _x64(args.dtype == "float64"):
         for n in sizes:
@@ -225,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=not args.no_progress,
                     competitor_steps=args.competitor_steps,
                     competitor_envs=args.competitor_envs,
+                    devices=args.cpu_devices or 1,
                 )
             except (KeyError, ValueError, TypeError, ImportError, RuntimeError) as error:
                 message = error.args[0] if isinstance(error, KeyError) and error.args else error

@@ -130,6 +130,11 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
             lines.append(line)
         if "competitor_note" in r:
             lines.append(f"{r['competitor']}: {r['competitor_note']}")
+        if r.get("devices", 1) > 1:
+            lines.append(
+                f"{r['env']} N={r['num_envs']}: ours split over {r['devices']} devices "
+                f"({r['num_envs'] // r['devices']} envs each, jax.shard_map)"
+            )
     for r in results:
         if "competitor_error" in r:
             lines.append(f"{r['competitor']} N={r['num_envs']}: {r['competitor_error']}")

@@ -116,6 +116,25 @@ def _program_bytes(compiled: Any) -> dict[str, int] | None:
     return {k: int(getattr(analysis, v)) for k, v in names.items() if hasattr(analysis, v)}
 
 
+_BATCH_AXIS = "batch"
+
+
+def _check_devices(devices: Any, num_envs: int) -> int:
+    """`devices` as an int that divides `num_envs` and that JAX has, or a ValueError."""
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
+        raise ValueError(f"benchmark: devices must be a positive int, got {devices!r}")
+    if num_envs % devices:
+        raise ValueError(f"benchmark: num_envs={num_envs} must be divisible by devices={devices}")
+    have = len(jax.devices())
+    if devices > have:
+        raise ValueError(
+            f"benchmark: devices={devices} but JAX has {have} {jax.default_backend()} "
+            "device(s); on the CPU, make more before JAX's first computation with "
+            "parallax.set_cpu_devices(k) (`parallax bench --cpu-devices k`)"
+        )
+    return devices
+
+
 def _summary(seconds: list[float], env_steps: int) -> dict[str, float]:
     rates = [env_steps / s for s in seconds]
     return {
@@ -158,7 +177,14 @@ def _events(
 
 # -- our side -------------------------------------------------------------------------------
 class ParallaxRunner:
-    """Our side: `make_vec(...)`, a donated jitted scan of `steps` steps, compiled AOT."""
+    """Our side: `make_vec(...)`, a donated jitted scan of `steps` steps, compiled AOT.
+
+    With `devices > 1` the batch is split over the first `devices` devices: each runs the
+    scan of a `make_vec(..., num_envs // devices)` stack on its slice of the state, with
+    its slice of the same action draws, in a `jax.shard_map` with no communication between
+    the devices. The envs of a batch are independent, so the final state equals the one
+    device's, bit for bit (the LOB comparison's event count checks it: `events_exact`).
+    """
 
     label = "parallax"
 
@@ -172,6 +198,7 @@ class ParallaxRunner:
         max_episode_steps: int | None,
         seed: int,
         env_kwargs: dict[str, Any],
+        devices: int = 1,
     ) -> None:
         from ._registry import make_vec
 
@@ -179,8 +206,13 @@ class ParallaxRunner:
         # how the stack was made, so that a work counter can replay the rollout
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
         self.autoreset, self.max_episode_steps = autoreset, max_episode_steps
+        self.devices = _check_devices(devices, num_envs)
         self.vec = make_vec(env_id, num_envs, max_episode_steps, autoreset, **env_kwargs)
         self.sample = random_actions(self.vec.action_space, num_envs)
+        self.local = self.vec
+        if self.devices > 1:
+            n = num_envs // self.devices
+            self.local = make_vec(env_id, n, max_episode_steps, autoreset, **env_kwargs)
         self.compiled: Any = None
         self.state: Any = None
         self.offset = 0
@@ -188,7 +220,36 @@ class ParallaxRunner:
 
     def _rollout(self, state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
         ts = start + jnp.arange(self.steps, dtype=jnp.uint32)
-        return action_scan(self.vec.step, state, self.sample, episode_key, ts)
+        if self.devices == 1:
+            return action_scan(self.vec.step, state, self.sample, episode_key, ts)
+        from jax.sharding import PartitionSpec
+
+        n = self.num_envs // self.devices
+
+        def local_sample(key: jax.Array, t: jax.Array) -> Any:
+            # the whole batch's draws (cheap beside a step), this device's rows
+            start = jax.lax.axis_index(_BATCH_AXIS) * n
+            return jax.tree.map(
+                lambda a: jax.lax.dynamic_slice_in_dim(a, start, n), self.sample(key, t)
+            )
+
+        def local(state: Any, key: jax.Array, ts: jax.Array) -> Any:
+            state, ended = action_scan(self.local.step, state, local_sample, key, ts)
+            return state, ended[None]  # one count a device, summed on the host (no collective)
+
+        batch, replicated = PartitionSpec(_BATCH_AXIS), PartitionSpec()
+        return jax.shard_map(
+            local,
+            mesh=self._mesh(),
+            in_specs=(batch, replicated, replicated),
+            out_specs=(batch, batch),
+            check_vma=False,
+        )(state, episode_key, ts)
+
+    def _mesh(self) -> Any:
+        from jax.sharding import Mesh
+
+        return Mesh(np.array(jax.devices()[: self.devices]), (_BATCH_AXIS,))
 
     def prepare(self) -> float:
         from . import rng
@@ -196,6 +257,11 @@ class ParallaxRunner:
         key = jax.random.key(self.seed)
         t0 = time.perf_counter()
         self.state = jax.block_until_ready(jax.jit(lambda k: self.vec.reset(key=k))(key))
+        if self.devices > 1:
+            from jax.sharding import NamedSharding, PartitionSpec
+
+            split = NamedSharding(self._mesh(), PartitionSpec(_BATCH_AXIS))
+            self.state = jax.block_until_ready(jax.device_put(self.state, split))
         self.extra["reset_seconds"] = time.perf_counter() - t0
         self.episode_key = rng.episode_key(jax.random.fold_in(key, 1))
         start = jnp.uint32(0)
@@ -214,7 +280,7 @@ class ParallaxRunner:
         start = jnp.uint32(self.offset)
         t0 = time.perf_counter()
         self.state, ended = self.compiled(self.state, self.episode_key, start)
-        ended = int(jax.block_until_ready(ended))
+        ended = int(np.sum(jax.block_until_ready(ended)))
         jax.block_until_ready(self.state)
         seconds = time.perf_counter() - t0
         self.offset = (self.offset + self.steps) % 2**32
@@ -300,6 +366,7 @@ def benchmark(
     progress: bool = True,
     competitor_steps: int | None = None,
     competitor_envs: int | None = None,
+    devices: int = 1,
 ) -> dict[str, Any]:
     """Measure env steps/s of `make_vec(env_id, num_envs, ...)` (and of a competitor).
 
@@ -322,11 +389,13 @@ def benchmark(
         competitor_envs: how many envs a sekai Python loop times, for an id sekai cannot
             vectorize natively (default: the competitors' `LOOP_ENVS`, at most N); its
             throughput is per env step.
+        devices: our batch split over this many devices, each stepping its slice alone
+            (`ParallaxRunner`); on the CPU, `parallax.set_cpu_devices` makes them.
 
     Returns:
         A JSON-serialisable dict: `env`, `num_envs`, `steps`, `repeats`,
         `steps_per_second` (median), `steps_per_second_min`, `steps_per_second_max`,
-        `compile_seconds`, `episodes_ended`, memory figures, and with `compare`:
+        `compile_seconds`, `episodes_ended`, `devices`, memory figures, and with `compare`:
         `competitor`, `competitor_steps_per_second` (median, plus `_min`/`_max`),
         `competitor_compile_seconds`, `ratio` (median of per-repeat ratios ours/theirs).
         `competitor_num_envs` (the envs it timed). For an env with a background event
@@ -378,7 +447,7 @@ def benchmark(
         "seed": seed,
         "env_kwargs": env_kwargs,
     }
-    ours = ParallaxRunner(env_id, num_envs, steps, **common)
+    ours = ParallaxRunner(env_id, num_envs, steps, devices=devices, **common)
     theirs: Any = None
     if competitors is not None:
         theirs = competitors.make_runner(
@@ -448,6 +517,7 @@ def benchmark(
         "dtype": "float64" if jax.config.read("jax_enable_x64") else "float32",
         "backend": jax.default_backend(),
         "cpu_threads": cpu_threads(),
+        "devices": devices,
         "steps_per_second": rate["median"],
         "steps_per_second_min": rate["min"],
         "steps_per_second_max": rate["max"],
