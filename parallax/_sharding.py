@@ -151,6 +151,12 @@ def shard_rollout(
     program is cached per `(env, policy, num_steps, mesh, ...)`; it also works inside an
     outer `jit`.
 
+    An env whose step has batch-wide operations (the limit order book's staged flow loop)
+    synchronises the devices at each of them. On a multi-core CPU presented as several
+    devices (`parallax.set_cpu_devices`) such an env runs faster split with `jax.shard_map`,
+    each device stepping its slice alone (see the performance page, "Two devices on two
+    cores"); with one CPU pool thread its devices can even wait on each other for ever.
+
     Args:
         env: a vector env (`VmapWrapper`, `make_vec`) whose `num_envs` is divisible by the
             number of devices on the mesh axis; every leaf of its state leads with
