@@ -31,6 +31,7 @@ of the process (user + system) beside the wall time, since the machine may be sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -165,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_devices > 1:
         import parallax
 
-        parallax.set_cpu_devices(args.cpu_devices)
+        # (JAX may have started, in a test: `benchmark` then checks it has enough devices)
+        with contextlib.suppress(RuntimeError):
+            parallax.set_cpu_devices(args.cpu_devices)
     sizes = {
         "num_envs": args.num_envs,
         "steps": args.steps,

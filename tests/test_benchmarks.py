@@ -93,6 +93,14 @@ def test_lob_speed_writes_the_comparison_with_the_machines_load(tmp_path: Path) 
     assert r["ratio"] > 0 and r["events_exact"] is True
     assert r["events_per_step"] > 0 and r["competitor_events_per_step"] > 0
     assert "flow events/s" in lob_speed.summary(report)
+    # split over two CPU devices (conftest gives this process four): the same events, and
+    # the split rollout ends in the one-device state (`events_exact`)
+    assert lob_speed.main(["--quick", "--cpu-devices", "2", "--json", str(out)]) == 0
+    split = json.loads(out.read_text())
+    assert split["meta"]["cpu_devices"] == 2 and split["result"]["devices"] == 2
+    assert split["result"]["events_exact"] is True
+    assert split["result"]["events_per_call"] == r["events_per_call"]
+    assert "split over 2 devices" in lob_speed.summary(split)
 
 
 def test_exports_overhead_runs_every_export_against_the_bare_env() -> None:
