@@ -37,6 +37,21 @@ def _backends_initialized() -> bool:
     return bool(xla_bridge.backends_are_initialized())
 
 
+def _positive_count(name: str, value: object) -> int:
+    """`value` as an int >= 1, or a TypeError / ValueError naming `name` and the value."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int >= 1, got {value!r}")
+    try:
+        count = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an int >= 1, got {value!r} ({type(value).__name__})"
+        ) from None
+    if count < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {count}")
+    return count
+
+
 def cpu_threads() -> int | None:
     """The thread count asked of XLA's CPU client (`PJRT_NPROC`), or None for its default.
 
@@ -82,16 +97,7 @@ def set_cpu_threads(threads: int) -> None:
         >>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
         '2.0\\n'
     """
-    if isinstance(threads, bool):
-        raise TypeError(f"threads must be an int >= 1, got {threads!r}")
-    try:
-        count = operator.index(threads)
-    except TypeError:
-        raise TypeError(
-            f"threads must be an int >= 1, got {threads!r} ({type(threads).__name__})"
-        ) from None
-    if count < 1:
-        raise ValueError(f"threads must be an int >= 1, got {count}")
+    count = _positive_count("threads", threads)
     if _backends_initialized():
         if cpu_threads() == count:
             return
@@ -132,16 +138,7 @@ def set_cpu_devices(devices: int) -> None:
         >>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
         '2\\n'
     """
-    if isinstance(devices, bool):
-        raise TypeError(f"devices must be an int >= 1, got {devices!r}")
-    try:
-        count = operator.index(devices)
-    except TypeError:
-        raise TypeError(
-            f"devices must be an int >= 1, got {devices!r} ({type(devices).__name__})"
-        ) from None
-    if count < 1:
-        raise ValueError(f"devices must be an int >= 1, got {count}")
+    count = _positive_count("devices", devices)
     import jax
 
     if _backends_initialized():
