@@ -77,8 +77,9 @@ def set_cpu_threads(threads: int) -> None:
 
     One thread (`set_cpu_threads(1)`) is what an env rollout on the CPU wants: the finance
     envs' auto-resetting rollouts at N = 1024 then use 1.7-1.9x less CPU time per step
-    and no longer vary with thread placement (`benchmarks/thread_handoffs.py`). Large
-    single kernels (a big matmul, a batch of 10^6 envs) can prefer more. The setting is
+    and no longer vary with thread placement (`benchmarks/thread_handoffs.py`). To use
+    several cores, split the batch over CPU devices instead (`set_cpu_devices`). Large
+    single kernels (a big matmul, a batch of 10^6 envs) can prefer more threads. The setting is
     the process's: it applies to every JAX CPU computation, and leaves GPU and TPU
     programs alone. Setting `PJRT_NPROC=1` in the environment does the same without code.
 
