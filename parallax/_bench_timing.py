@@ -247,9 +247,9 @@ class ParallaxRunner:
         )(state, episode_key, ts)
 
     def _mesh(self) -> Any:
-        from jax.sharding import Mesh
+        from ._sharding import batch_mesh
 
-        return Mesh(np.array(jax.devices()[: self.devices]), (_BATCH_AXIS,))
+        return batch_mesh(jax.devices()[: self.devices], _BATCH_AXIS)
 
     def prepare(self) -> float:
         from . import rng

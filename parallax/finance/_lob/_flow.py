@@ -321,8 +321,10 @@ def default_max_events(
     return int(2 * math.ceil(mean + sigmas * math.sqrt(variance) + 16))
 
 
-# The seed book of `initialise` at its defaults: 10 levels of 3 orders a side.
-_SEED_ORDERS = 30
+# The seed book of `initialise` (and `warm_up`) at its defaults: 10 levels of 3 orders a side.
+_SEED_LEVELS = 10
+_SEED_ORDERS_PER_LEVEL = 3
+_SEED_ORDERS = _SEED_LEVELS * _SEED_ORDERS_PER_LEVEL
 # A side's derived capacity is a multiple of this (16 int32 lanes of an AVX-512 register).
 _CAPACITY_STEP = 16
 # Above this a derived capacity is refused: the caller chooses one (see `default_capacity`).
@@ -434,8 +436,8 @@ def initialise(
     episode_key: Any,
     *,
     mid: Any,
-    levels: int = 10,
-    orders_per_level: int = 3,
+    levels: int = _SEED_LEVELS,
+    orders_per_level: int = _SEED_ORDERS_PER_LEVEL,
 ) -> Book:
     """The seed book of sekai's `initialise`: `orders_per_level` background orders per level.
 
@@ -1171,8 +1173,8 @@ def warm_up(
     mid: Any,
     warmup: Any,
     max_events: int,
-    levels: int = 10,
-    orders_per_level: int = 3,
+    levels: int = _SEED_LEVELS,
+    orders_per_level: int = _SEED_ORDERS_PER_LEVEL,
 ) -> tuple[Book, FlowStats]:
     """`initialise`, then the flow over `(0, warmup]` at decision index 0 (sekai's `start`).
 
