@@ -336,31 +336,97 @@ def test_the_stack_you_see_is_the_stack_that_runs():
     assert VmapWrapper(TimeLimit(GridWorld(), 3), N).autoreset_mode == "off"
 
 
-def test_vmap_of_an_auto_reset_env_resets_every_env_every_step_with_the_same_results():
-    # VmapWrapper(AutoResetWrapper(env)) vmaps each env's own auto-reset: its cond becomes a
-    # select, so every env computes a reset on every step (documented); the results are the
-    # batch-level auto-reset's, bit for bit
+NC = 64  # the default reset budget is then NC // 16 = 4 envs per step
+
+
+def _counting(counter):
+    return TimeLimit(CountingReset(GridWorld(), counter), 3)
+
+
+def _over_keys(env):
+    """`(reset(keys), step)` of a vector env, reset from a batch of keys."""
+    return (lambda keys: env.reset(key=keys)), env.step
+
+
+def _vmapped(env, depth=1):
+    """`(reset(keys), step)` of `jax.vmap` (`depth` times) over a single env."""
+    reset, step = (lambda k: env.reset(key=k)), env.step
+    for _ in range(depth):
+        reset, step = jax.vmap(reset), jax.vmap(step)
+    return reset, step
+
+
+# every way of batching an auto-reset: name -> (build(counter) -> (reset, step), seeds);
+# `seeds` > 1 adds an outer batch axis (seeds x envs, as `jit(vmap(train))` does)
+COMPOSITIONS = {
+    "VmapAutoResetWrapper": (lambda c: _over_keys(VmapAutoResetWrapper(_counting(c), NC)), 1),
+    "VmapWrapper(AutoResetWrapper)": (
+        lambda c: _over_keys(VmapWrapper(AutoResetWrapper(_counting(c)), NC)),
+        1,
+    ),
+    "vmap(AutoResetWrapper)": (lambda c: _vmapped(AutoResetWrapper(_counting(c))), 1),
+    "vmap(vmap(AutoResetWrapper))": (lambda c: _vmapped(AutoResetWrapper(_counting(c)), 2), 2),
+    "vmap(VmapAutoResetWrapper)": (
+        lambda c: _vmapped(VmapAutoResetWrapper(_counting(c), NC)),
+        2,
+    ),
+}
+
+
+def _keys(seeds):
+    keys = jax.random.split(jax.random.key(4), seeds * NC)
+    return keys if seeds == 1 else keys.reshape(seeds, NC)
+
+
+@pytest.mark.parametrize("name", list(COMPOSITIONS))
+def test_every_composition_resets_only_the_envs_whose_episode_ended(name):
+    # the batch-level auto-reset however it is composed with vmap: a step where no episode
+    # ends runs no reset, one where a few end runs the budget's resets (NC // 16 per batch),
+    # one where every episode ends runs one reset per env
     counter = [0]
-    plain = VmapWrapper(AutoResetWrapper(TimeLimit(CountingReset(GridWorld(), counter), 3)), N)
-    fused = VmapAutoResetWrapper(TimeLimit(GridWorld(), 3), N)
-    actions = jax.random.randint(jax.random.key(9), (7, N), 0, 4)
-
-    def run(env):
-        return jax.lax.scan(
-            lambda s, a: (lambda n: (n, n))(env.step(s, a)),
-            env.reset(key=jax.random.key(4)),
-            actions,
-        )[1]
-
-    ours, theirs = jax.jit(lambda: run(plain))(), jax.jit(lambda: run(fused))()
-    assert_tree_equal(ours, theirs)
-    step = jax.jit(plain.step)
-    state = plain.reset(key=jax.random.key(0))
+    build, seeds = COMPOSITIONS[name]
+    reset, step = build(counter)
+    state = reset(_keys(seeds))
+    shape = state.step_count.shape
+    action = jnp.zeros(shape, jnp.int32)
+    step = jax.jit(step)
+    # the first three envs of every batch are one step from their time limit
+    few = jnp.broadcast_to(jnp.arange(NC) < 3, shape)
+    late = replace(state, step_count=jnp.where(few, 2, state.step_count))
     jax.effects_barrier()
     counter[0] = 0
-    step(state, jnp.zeros(N, jnp.int32))  # no episode ends on this step ...
+    state = step(step(state, action), action)
     jax.effects_barrier()
-    assert counter[0] == N  # ... and yet every env computed a reset
+    assert counter[0] == 0
+    ended = step(late, action)
+    jax.effects_barrier()
+    assert int(ended.truncation.sum()) == 3 * seeds
+    assert counter[0] == seeds * (NC // 16)  # three ended per batch, within the budget
+    counter[0] = 0
+    step(state, action)  # the time limit ends every episode
+    jax.effects_barrier()
+    assert counter[0] == seeds * NC
+
+
+def test_every_composition_gives_the_batch_level_auto_reset_results_bit_for_bit():
+    actions = jax.random.randint(jax.random.key(9), (7, 2, NC), 0, 4)
+    results = {}
+    for name, (build, seeds) in COMPOSITIONS.items():
+        reset, step = build([0])
+
+        def run(reset=reset, step=step, seeds=seeds):
+            acts = actions if seeds > 1 else actions[:, 0]
+            state = reset(_keys(seeds))
+            return jax.lax.scan(lambda s, a: (lambda n: (n, n))(step(s, a)), state, acts)[1]
+
+        results[name] = jax.device_get(jax.jit(run)())
+    reference = results["VmapAutoResetWrapper"]
+    assert int(reference.done.sum()) >= NC  # episodes ended, and were reset
+    for name in ("VmapWrapper(AutoResetWrapper)", "vmap(AutoResetWrapper)"):
+        assert_tree_equal(results[name], reference)
+    # nested: seed 0's rows of the (seeds, envs) batch are the unnested batch's
+    first = jax.tree.map(lambda x: x[:, 0], results["vmap(vmap(AutoResetWrapper))"])
+    assert_tree_equal(first, reference)
 
 
 def test_wrappers_import_one_way():

@@ -22,10 +22,15 @@ State that survives resets (`reset_uses_previous`): an env whose innermost layer
 through a history reads its last window there). Envs that do not declare it are reset
 exactly as before, with `key=` only.
 
-Over a vector env the reset is batch-level: `AutoResetWrapper(VmapWrapper(env, n))`, or
-`VmapAutoResetWrapper(env, n)` which builds that stack in one call (and is what `make_vec`
-returns), resets only the envs that finished, skipping the reset entirely on steps where
-none did. Each new episode's key is `next_episode_key(finished_key)`.
+The reset is batch-level however the auto-reset is batched: over a vector env
+(`AutoResetWrapper(VmapWrapper(env, n))`, or `VmapAutoResetWrapper(env, n)`, what
+`make_vec` returns), and under `jax.vmap` of a single env's auto-reset
+(`VmapWrapper(AutoResetWrapper(env), n)`, `jax.vmap(AutoResetWrapper(env).step)`, nested
+vmaps over seeds x envs), whose reset carries a batching rule (`batch_reset.reset_one`).
+Only the envs that finished are reset, and the reset is skipped entirely on steps where
+none did; every env gets exactly the state it would get alone. Each new episode's key is
+`next_episode_key(finished_key)`. Gradients flow through the step into every env that
+continues; a new episode's first state is a fresh reset and carries none.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from jaxtyping import Array, PyTree
 
 from .._core import Env, KeyArray, MARLState, StateT
 from .base import Wrapper, is_vector_env, step_env
+from .batch_reset import reset_one
 from .vmap import VmapWrapper
 
 AutoResetMode = Literal["same-step", "next-step", "off"]
@@ -109,10 +115,10 @@ def _check_info(info: Any, where: str) -> None:
 class AutoResetWrapper(Wrapper[StateT]):
     """Restart episodes as they end (same-step by default); see the module docstring.
 
-    Wraps a single env or a vector env (then the reset is batch-level and skipped when no
-    env is done): `AutoResetWrapper(VmapWrapper(env, n))`, or `VmapAutoResetWrapper(env, n)`
-    for short. (`VmapWrapper(AutoResetWrapper(env), n)` gives the same results, but each
-    env's reset runs under `vmap`, computed for every env on every step.)
+    Wraps a single env or a vector env. However it is batched (`VmapAutoResetWrapper(env,
+    n)`, `AutoResetWrapper(VmapWrapper(env, n))`, `VmapWrapper(AutoResetWrapper(env), n)`,
+    `jax.vmap` over it, nested vmaps) the reset is batch-level: skipped when no env is done,
+    only the finished envs' resets when few are, with the same results in every form.
 
     Args:
         env: the environment, usually `TimeLimit(env, max_steps)`.
@@ -156,30 +162,39 @@ class AutoResetWrapper(Wrapper[StateT]):
         return replace(state, info=info)
 
     def _reset_next_episode(
-        self, key_source: StateT, state: StateT, done: Array, params: PyTree = None
+        self,
+        key_source: StateT,
+        state: StateT,
+        done: Array,
+        params: PyTree = None,
+        finish: Any = None,
     ) -> StateT:
         """`state` with the envs where `done` reset; their keys come from `key_source.key`.
 
         `params` (when given) go to the resets too, so a new episode keeps the params the
-        step was given (domain randomisation through an auto-reset).
+        step was given (domain randomisation through an auto-reset). A reset env's state is
+        `finish(fresh, state)` when `finish` is given (computed in the reset branch only).
         """
         env: Any = self.env
-        extra = {} if params is None else {"params": params}
         if isinstance(env, VmapWrapper):  # derive keys only for the envs that reset
-            return env.reset(
-                key=key_source.key, state=state, done=done, key_fn=next_episode_key, **extra
+            return env._selective_reset(  # type: ignore[no-any-return]
+                key_source.key, state, done, next_episode_key, params, finish
             )
         if self._vector:
+            extra = {} if params is None else {"params": params}
             keys = jax.vmap(next_episode_key)(key_source.key)
-            return env.reset(key=keys, state=state, done=done, **extra)
-        if reset_uses_previous(env):
-            return jax.lax.cond(
-                done,
-                lambda: env.reset(key=next_episode_key(key_source.key), previous=state, **extra),
-                lambda: state,
-            )
-        return jax.lax.cond(
-            done, lambda: env.reset(key=next_episode_key(key_source.key), **extra), lambda: state
+            fresh = env.reset(key=keys, state=state, done=done, **extra)
+            return fresh if finish is None else finish(fresh, state)
+        # one env: a `lax.cond`; under `vmap`, a batch-level reset of the finished envs only
+        return reset_one(  # type: ignore[no-any-return]
+            env,
+            key_source.key,
+            state,
+            done,
+            key_fn=next_episode_key,
+            params=params,
+            with_previous=reset_uses_previous(env),
+            finish=finish,
         )
 
     # -- protocol ------------------------------------------------------------------------
@@ -205,8 +220,7 @@ class AutoResetWrapper(Wrapper[StateT]):
         stepped = step_env(self.env, inner, action, params)
         _check_info(stepped.info, "step")
         if self.mode == "same-step":
-            fresh = self._reset_next_episode(stepped, stepped, stepped.done, params)
-            out = _keep_outcome(fresh, stepped)
+            out = self._reset_next_episode(stepped, stepped, stepped.done, params, _keep_outcome)
             return self._decorate(out, _observation(stepped), dict(stepped.info))
         # next-step: the state passed in ended an episode -> this step is the reset.
         fresh = self._reset_next_episode(inner, stepped, inner.done, params)
@@ -223,9 +237,10 @@ class VmapAutoResetWrapper(AutoResetWrapper[StateT]):
     On each step the batch is stepped with `vmap`; then only the envs whose episode ended
     are reset (none on most steps: the reset is skipped batch-wide; at most
     `max_resets_per_step` of them through a gather and scatter; all, when more ended), each
-    with the key `next_episode_key(finished_key)`, derived for those envs only. Results are
-    identical to `VmapWrapper(AutoResetWrapper(env), num_envs)`, which computes every env's
-    reset on every step. `make_vec` returns this wrapper.
+    with the key `next_episode_key(finished_key)`, derived for those envs only. Results and
+    cost are those of `VmapWrapper(AutoResetWrapper(env), num_envs)` and of `jax.vmap` over
+    `AutoResetWrapper(env)` (whose reset has a batching rule); this wrapper also lets you
+    choose the budget. `make_vec` returns it.
 
     Args:
         env: the environment, usually `TimeLimit(env, max_steps)`.

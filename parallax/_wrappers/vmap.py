@@ -16,6 +16,7 @@ from jaxtyping import Array, Bool, PyTree
 from .._core import Env, KeyArray, StateT
 from .._validate import check_key
 from .base import Wrapper, check_positive_int, is_vector_env, step_env
+from .batch_reset import auto_budget, reset_rows
 
 
 def _is_typed_key(key: Any) -> bool:
@@ -107,24 +108,6 @@ def params_axes(env: Any, params: PyTree, num_envs: int, owner: str = "VmapWrapp
     return jax.tree.unflatten(treedef, axes)
 
 
-def _rows(params: PyTree, axes: PyTree, rows: Array) -> PyTree:
-    """The per-env leaves of `params` (axis 0) gathered at `rows`; shared leaves as they are."""
-    treedef: Any
-    leaves, treedef = jax.tree.flatten(params)
-    flat_axes = treedef.flatten_up_to(axes)
-    return jax.tree.unflatten(
-        treedef, [x if a is None else x[rows] for x, a in zip(leaves, flat_axes, strict=True)]
-    )
-
-
-def _where_done(done: Array, fresh: PyTree, old: PyTree) -> PyTree:
-    def pick(f: Array, o: Array) -> Array:
-        mask = jnp.reshape(done, done.shape + (1,) * (jnp.ndim(o) - done.ndim))
-        return jnp.where(mask, f, o)
-
-    return jax.tree.map(pick, fresh, old)
-
-
 class VmapWrapper(Wrapper[StateT]):
     """Step `num_envs` environments in parallel, with selective reset.
 
@@ -140,14 +123,15 @@ class VmapWrapper(Wrapper[StateT]):
       identical to the plain path; the trade-off is a larger program (two reset branches) for a
       reset cost proportional to the number of finished envs. The default `"auto"` picks
       `K = num_envs // 16` for batches of 32 or more envs (none below); `None` turns the
-      partial path off. Under an outer `vmap` (e.g. over seeds) the branches become a
-      select and all of them run.
+      partial path off. Under an outer `vmap` (seeds x envs) the selective reset keeps its
+      cost: a batching rule flattens the two batch axes into one and decides once for the
+      whole `(seeds, num_envs)` batch (budget `K` per seed).
 
-    `VmapWrapper` vmaps exactly the env it wraps. Over an `AutoResetWrapper` each env's own
-    auto-reset runs under `vmap`, where its `lax.cond` becomes a select: every env computes a
-    reset on every step (identical results, a full reset's cost per step). For the cheap
-    batch-level auto-reset put the auto-reset outside: `VmapAutoResetWrapper(env, n)`
-    (what `make_vec` builds), the same as `AutoResetWrapper(VmapWrapper(env, n))`.
+    `VmapWrapper` vmaps exactly the env it wraps, and an `AutoResetWrapper` below it resets
+    at batch level too (its reset carries the same batching rule), so
+    `VmapWrapper(AutoResetWrapper(env), n)`, `jax.vmap` over `AutoResetWrapper(env)` and
+    `VmapAutoResetWrapper(env, n)` (what `make_vec` builds) do the same work and give the
+    same results.
 
     Keyword arguments of `reset` other than `state`, `done`, `key_fn` and `params` are
     per-env: each leads with `num_envs`, and env `i` gets row `i` (a finance env's
@@ -188,7 +172,7 @@ class VmapWrapper(Wrapper[StateT]):
         super().__init__(env)
         self.num_envs = check_positive_int(num_envs, "num_envs", "VmapWrapper")
         if max_resets_per_step == "auto":
-            max_resets_per_step = self.num_envs // 16 if self.num_envs >= 32 else None
+            max_resets_per_step = auto_budget(self.num_envs)
         elif isinstance(max_resets_per_step, str):
             raise ValueError(
                 "VmapWrapper: max_resets_per_step must be 'auto', None or a positive int, "
@@ -238,10 +222,10 @@ class VmapWrapper(Wrapper[StateT]):
                 f"got state={'None' if state is None else 'a state'}, "
                 f"done={'None' if done is None else 'a mask'}"
             )
-        check_key(key, "VmapWrapper.reset", batch=self.num_envs)
-        keys = split_keys(key, self.num_envs)
-        axes = None if params is None else params_axes(self.env, params, self.num_envs)
         if state is None or done is None:
+            check_key(key, "VmapWrapper.reset", batch=self.num_envs)
+            keys = split_keys(key, self.num_envs)
+            axes = None if params is None else params_axes(self.env, params, self.num_envs)
             env: Any = self.env
             derive = key_fn if key_fn is not None else (lambda k: k)
 
@@ -255,6 +239,22 @@ class VmapWrapper(Wrapper[StateT]):
                 "VmapWrapper.reset: a selective reset (state=, done=) takes no further "
                 f"arguments, got {sorted(per_env)}"
             )
+        return self._selective_reset(key, state, done, key_fn, params)
+
+    def _selective_reset(
+        self,
+        key: KeyArray,
+        state: StateT,
+        done: Array,
+        key_fn: Callable[[KeyArray], KeyArray] | None = None,
+        params: PyTree = None,
+        finish: Callable[[Any, Any], Any] | None = None,
+    ) -> StateT:
+        """`reset(key=key, state=state, done=done, ...)`, with `finish` (see `reset_rows`):
+        what `AutoResetWrapper` calls."""
+        check_key(key, "VmapWrapper.reset", batch=self.num_envs)
+        keys = split_keys(key, self.num_envs)
+        axes = None if params is None else params_axes(self.env, params, self.num_envs)
         _check_batched_state(state, self.num_envs, "VmapWrapper.reset")
         done = jnp.asarray(done)
         if done.shape != (self.num_envs,) or done.dtype != jnp.bool_:
@@ -262,7 +262,7 @@ class VmapWrapper(Wrapper[StateT]):
                 f"VmapWrapper.reset: done must be a bool array of shape ({self.num_envs},), "
                 f"got {done.dtype} {done.shape}"
             )
-        return self._reset_where(keys, state, done, key_fn, params, axes)
+        return self._reset_where(keys, state, done, key_fn, params, axes, finish)
 
     def _reset_where(
         self,
@@ -272,6 +272,7 @@ class VmapWrapper(Wrapper[StateT]):
         key_fn: Callable[[KeyArray], KeyArray] | None = None,
         params: PyTree = None,
         axes: PyTree = None,
+        finish: Callable[[Any, Any], Any] | None = None,
     ) -> StateT:
         """Reset the envs where `done` with `key_fn(keys[i])` (or `keys[i]`), cheaply.
 
@@ -283,44 +284,18 @@ class VmapWrapper(Wrapper[StateT]):
         env: Any = self.env
         # A nested vector env resets whole batches; `previous=` is for single envs.
         with_previous = bool(getattr(env, "reset_uses_previous", False)) and not is_vector_env(env)
-
-        def reset(k: KeyArray, previous: StateT | None, p: PyTree) -> StateT:
-            k = k if key_fn is None else key_fn(k)
-            extra = {} if p is None else {"params": p}
-            if previous is None:
-                return env.reset(key=k, **extra)  # type: ignore[no-any-return]
-            return env.reset(key=k, previous=previous, **extra)  # type: ignore[no-any-return]
-
-        batch_reset = jax.vmap(reset, in_axes=(0, 0, axes))
-
-        def reset_all(state: StateT) -> StateT:
-            previous = state if with_previous else None
-            return _where_done(done, batch_reset(keys, previous, params), state)
-
-        def keep(state: StateT) -> StateT:
-            return state
-
-        budget = self.max_resets_per_step
-        if budget is None or budget >= self.num_envs:
-            return jax.lax.cond(jnp.any(done), reset_all, keep, state)
-
-        def reset_some(state: StateT) -> StateT:
-            (idx,) = jnp.nonzero(done, size=budget, fill_value=self.num_envs)
-            rows = jnp.minimum(idx, self.num_envs - 1)
-            previous = jax.tree.map(lambda s: s[rows], state) if with_previous else None
-            some = params if params is None else _rows(params, axes, rows)
-            fresh = batch_reset(keys[rows], previous, some)
-            return jax.tree.map(lambda s, f: s.at[idx].set(f, mode="drop"), state, fresh)
-
-        def reset_some_or_all(state: StateT) -> StateT:
-            count = jnp.sum(done, dtype=jnp.int32)
-            return jax.lax.cond(count <= budget, reset_some, reset_all, state)
-
-        # Two nested two-way conditionals, not one three-way `switch`: XLA then returns the
-        # state of a step where no env is done in its own buffers (the `keep` branch passes
-        # it through), where the `switch` copied every leaf of it (Trading-v0, N = 1024:
-        # 46 kernels per step instead of 55), and only `any(done)` is computed on that step.
-        return jax.lax.cond(jnp.any(done), reset_some_or_all, keep, state)
+        return reset_rows(  # type: ignore[no-any-return]
+            env,
+            keys,
+            state,
+            done,
+            key_fn=key_fn,
+            params=params,
+            axes=axes,
+            with_previous=with_previous,
+            budget=self.max_resets_per_step,
+            finish=finish,
+        )
 
     def step(self, state: StateT, action: PyTree, params: PyTree = None) -> StateT:
         """Step every environment; `action` leaves lead with `num_envs`.
@@ -345,7 +320,7 @@ class VmapWrapper(Wrapper[StateT]):
         )(state, action, params)
 
     def _repr_args(self) -> str:
-        auto = self.num_envs // 16 if self.num_envs >= 32 else None
+        auto = auto_budget(self.num_envs)
         extra = (
             f", max_resets_per_step={self.max_resets_per_step}"
             if self.max_resets_per_step != auto
