@@ -199,17 +199,23 @@ def reset_rows(
         keys, state, done = _broadcast((keys, state, done), (keys_b, state_b, done_b), outer)
         size = jnp.shape(done)[1]
         flat_params, flat_axes = _merge_params(params, axes, params_b, outer, size)
-        flat = reset_rows(
-            env,
-            *_merge((keys, state, done)),
-            key_fn=key_fn,
-            params=flat_params,
-            axes=flat_axes,
-            with_previous=with_previous,
-            budget=None if budget is None else budget * outer,
-            finish=finish,
-        )
-        out = _split(flat, outer)
+
+        def reset_some(state: Any) -> Any:
+            flat = reset_rows(
+                env,
+                *_merge((keys, state, done)),
+                key_fn=key_fn,
+                params=flat_params,
+                axes=flat_axes,
+                with_previous=with_previous,
+                budget=None if budget is None else budget * outer,
+                finish=finish,
+            )
+            return _split(flat, outer)
+
+        # decided here too, so that a step where no env is done hands the state on in its
+        # own (outer, B) buffers, never through the flattened copy
+        out = jax.lax.cond(jnp.any(done), reset_some, lambda state: state, state)
         return out, jax.tree.map(lambda _: True, out)
 
     return _no_gradient_into_resets(batched)(keys, state, done, _arrays(params))
