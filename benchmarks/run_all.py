@@ -161,6 +161,12 @@ JOBS: dict[str, list[str]] = {
         "--json",
         "{out}",
     ],
+    "autoreset_compositions": [
+        PY,
+        "benchmarks/autoreset_compositions.py",
+        "--json",
+        "{out}",
+    ],
     "rng_speed": [PY, "benchmarks/rng_speed.py", "--num-envs", "4096", "--json", "{out}"],
     "rng_quality": [PY, "benchmarks/rng_quality.py", "--log2n", "20"],
     "ppo_learning": [PY, "benchmarks/ppo_learning.py", "--seeds", "1"],

@@ -115,6 +115,23 @@ def test_exports_overhead_runs_every_export_against_the_bare_env() -> None:
     assert int(states.parallax_state.step_count.max()) > 0
 
 
+def test_autoreset_compositions_times_every_composition_on_the_same_episodes(
+    tmp_path: Path,
+) -> None:
+    bench = load("autoreset_compositions")
+    out = tmp_path / "compositions.json"
+    argv = ["--envs", "GridWorld-v0", "--sizes", "64", "--steps", "60", "--rounds", "1"]
+    results = bench.main([*argv, "--json", str(out)])
+    assert json.loads(out.read_text())["cases"].keys() == {"GridWorld-v0/N=64"}
+    row = results["cases"]["GridWorld-v0/N=64"]
+    assert set(bench.COMPOSITIONS) <= set(row)
+    assert row["episodes_ended"]["per_call"] >= 64  # the time limit of 50 ended every episode
+    for composition in bench.COMPOSITIONS:
+        assert row[composition]["median_steps_per_s"] > 0
+    assert row[bench.REFERENCE]["median_ratio"] == 1.0
+    assert "| GridWorld-v0 | 64 |" in bench.table(results)
+
+
 def test_competitors_refuse_what_they_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
     competitors = load("competitors")
     common = {"autoreset": True, "max_episode_steps": None, "seed": 0, "env_kwargs": {}}
