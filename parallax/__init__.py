@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import spaces as spaces
+    from ._action_check import check_action as check_action
     from ._actions import action_scan as action_scan
     from ._actions import random_actions as random_actions
     from ._core import Agents as Agents
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ._sharding import shard_rollout as shard_rollout
     from ._spaces import Space as Space
     from ._spaces import stack_space as stack_space
+    from ._wrappers.action_check import StaticActionCheck as StaticActionCheck
     from ._wrappers.autoreset import AutoResetWrapper as AutoResetWrapper
     from ._wrappers.autoreset import VmapAutoResetWrapper as VmapAutoResetWrapper
     from ._wrappers.autoreset import final_observation as final_observation
@@ -86,6 +88,7 @@ __all__ = [
     "Space",
     "State",
     "StateT",
+    "StaticActionCheck",
     "TimeAwareObservation",
     "TimeLimit",
     "Trajectory",
@@ -99,6 +102,7 @@ __all__ = [
     "__version__",
     "action_scan",
     "batch_mesh",
+    "check_action",
     "cpu_threads",
     "final_observation",
     "make",
@@ -134,6 +138,7 @@ _LAZY = {
     "set_cpu_devices": "._cpu",
     "set_cpu_threads": "._cpu",
     "action_scan": "._actions",
+    "check_action": "._action_check",
     "random_actions": "._actions",
     "EnvSpec": "._registry",
     "make": "._registry",
@@ -153,6 +158,7 @@ _LAZY = {
     "VmapAutoResetWrapper": "._wrappers.autoreset",
     "next_episode_key": "._wrappers.autoreset",
     "Wrapper": "._wrappers.base",
+    "StaticActionCheck": "._wrappers.action_check",
     "CheckedWrapper": "._wrappers.checked",
     "NormalizeObservation": "._wrappers.normalize",
     "NormalizeReward": "._wrappers.normalize",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._validate import KeywordError, check_keywords, closest, keyword_message, keywords_of
+from ._wrappers.action_check import with_action_checks
 from ._wrappers.autoreset import AutoResetMode, VmapAutoResetWrapper
 from ._wrappers.base import check_positive_int
 from ._wrappers.time_limit import TimeLimit
@@ -146,8 +147,22 @@ def _namespace_names(namespace: str) -> list[str] | None:
         return None  # the factory raises the ImportError that names the extra
 
 
-def make(id: str, **kwargs: Any) -> Any:
+def make(id: str, *, check_actions: bool = True, **kwargs: Any) -> Any:
     """Build the environment registered as `id`, with keyword overrides.
+
+    Actions are checked at trace time by default: `step` refuses an action of the wrong
+    shape or dtype kind (a float for a `Discrete` env, a batch of actions for one env,
+    `None`) with an error naming the env, the space, the expected and the given shape and
+    dtype (`parallax.check_action`). The check reads shapes and dtypes only, so the
+    compiled step is the same with and without it. Every bundled env and adapter checks
+    its own actions (its `check_actions` attribute); any other env is returned inside a
+    `StaticActionCheck`, as Gymnasium's `make` wraps every env in its checker.
+
+    Args:
+        id: a registered id (`"GridWorld-v0"`) or a namespaced one (`"gymnax/CartPole-v1"`).
+        check_actions: `False` turns the checks off (the env's own `check_actions` is set
+            to False, and no `StaticActionCheck` is added).
+        **kwargs: the environment's own keyword arguments.
 
     Raises:
         TypeError: `id` is not a string, or a keyword argument the environment does not
@@ -167,13 +182,15 @@ def make(id: str, **kwargs: Any) -> Any:
         if accepted is not None:
             target = getattr(factory, "__name__", repr(factory))
             check_keywords(kwargs, accepted, f"make({id!r})", target)
-        return factory(**{**entry.kwargs, **kwargs})
+        env = factory(**{**entry.kwargs, **kwargs})
+        return with_action_checks(env, check_actions, f"make({id!r})")
     namespace, sep, name = id.partition("/")
     if sep and namespace in _NAMESPACES:
         names = _namespace_names(namespace)
         if names is not None and name not in names:
             raise KeyError(_unknown(id, [f"{namespace}/{n}" for n in names]))
-        return _load(_NAMESPACES[namespace][0])(name, **kwargs)
+        env = _load(_NAMESPACES[namespace][0])(name, **kwargs)
+        return with_action_checks(env, check_actions, f"make({id!r})")
     raise KeyError(_unknown(id))
 
 
@@ -185,6 +202,7 @@ def make_vec(
     *,
     max_resets_per_step: int | str | None = "auto",
     wrappers: Sequence[Callable[[Any], Any]] = (),
+    check_actions: bool = True,
     **kwargs: Any,
 ) -> VmapWrapper[Any] | VmapAutoResetWrapper[Any]:
     """A batch of `num_envs` copies of `id`: `VmapAutoResetWrapper(TimeLimit(env), num_envs)`.
@@ -205,6 +223,9 @@ def make_vec(
         wrappers: callables applied in order to the single env (after the `TimeLimit`,
             before vectorising), each taking an env and returning an env, as sekai's
             `make_vec(..., wrappers=[...])`: `[lambda env: TimeAwareObservation(env)]`.
+        check_actions: the trace-time action checks of `make` (on by default; they add
+            nothing to the compiled step). Each env checks its own action inside the
+            `vmap`; `vec.check_actions = False` turns them off later.
         **kwargs: the environment's own keyword arguments.
 
     Example:
@@ -221,9 +242,16 @@ def make_vec(
     num_envs = check_positive_int(num_envs, "num_envs", "make_vec")
     wrappers = _check_wrappers(wrappers)
     try:
-        env = make(id, **kwargs)
+        env = make(id, check_actions=check_actions, **kwargs)
     except KeywordError as error:
-        own = ("num_envs", "max_episode_steps", "autoreset", "max_resets_per_step", "wrappers")
+        own = (
+            "num_envs",
+            "max_episode_steps",
+            "autoreset",
+            "max_resets_per_step",
+            "wrappers",
+            "check_actions",
+        )
         raise TypeError(
             keyword_message(
                 f"make_vec({id!r})",

@@ -76,7 +76,7 @@ def check_key(key: Any, owner: str, batch: int | None = None) -> None:
         ...     check_key(jax.random.split(jax.random.key(0), 8), "GridWorld.reset")
         ... except TypeError as error:
         ...     print(error)
-        GridWorld.reset expects one PRNG key (a typed key from jax.random.key, or a raw uint32 (2,) key), got key<fry> (8,); use VmapWrapper for a batch
+        GridWorld.reset expects one PRNG key (a typed key from jax.random.key, or a raw uint32 (2,) key), got key<fry> (8,); use VmapWrapper for a batch of keys (parallax.make_vec builds one)
     """
     import jax
 
@@ -101,7 +101,11 @@ def check_key(key: Any, owner: str, batch: int | None = None) -> None:
             f"one PRNG key or a batch of {batch} keys (typed keys from jax.random.key of shape "
             f"() or ({batch},), or raw uint32 keys of shape (2,) or ({batch}, 2))"
         )
-    hint = "; use VmapWrapper for a batch" if batch is None and looks_batched else ""
+    hint = (
+        "; use VmapWrapper for a batch of keys (parallax.make_vec builds one)"
+        if batch is None and looks_batched
+        else ""
+    )
     raise TypeError(f"{owner} expects {wanted}, got {_describe(key)}{hint}")
 
 

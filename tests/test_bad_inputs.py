@@ -7,6 +7,8 @@ of compiling wherever they can.
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,13 +76,15 @@ def test_gymnax_discrete_actions_are_clipped_before_gymnax_sees_them(cartpole):
 def test_checked_wrapper_refuses_float_and_batched_actions_at_trace_time():
     env = CheckedWrapper(GridWorld())
     state = env.reset(key=KEY)
-    with pytest.raises(TypeError, match=r"action must be an integer array of shape \(\) for "):
+    with pytest.raises(
+        TypeError, match=r"CheckedWrapper.step: action for Discrete\(4\) must be an int32 array"
+    ):
         jax.eval_shape(env.step, state, jnp.float32(1.0))
-    with pytest.raises(TypeError, match=r"shape \(\) for Discrete\(4\), got int32 \(4,\)"):
+    with pytest.raises(ValueError, match=r"of shape \(\) .*, got int32 \(4,\)"):
         jax.eval_shape(env.step, state, jnp.zeros(4, jnp.int32))
     vec = CheckedWrapper(VmapWrapper(GridWorld(), 4))
     batch = vec.reset(key=KEY)
-    with pytest.raises(TypeError, match=r"shape \(4,\) for Discrete\(4\) \(one action per env"):
+    with pytest.raises(ValueError, match=r"shape \(4,\), one action per env of 4 .*got int32 \(\)"):
         jax.eval_shape(vec.step, batch, jnp.int32(0))
 
 
@@ -292,3 +296,247 @@ def test_reset_with_start_names_the_expected_length():
         ValueError, match=r"start must be one row or one row per env.*\(3,\), got shape \(2,\)"
     ):
         reset_with_start(vec, key=jax.random.key(0), start=[3, 4])
+
+
+# -- 6. trace-time action checks: on by default, free at run time (issue 37) -----------------
+# Each probe of the issue: (id, action, exception, what the message must say). Every one is
+# tried eagerly and under `jit`; the check runs before the env touches the action, so the
+# jitted probes only trace.
+_TAKES_ONE = r"a batch of \d+ actions\? \S+ takes one action: batch envs with VmapWrapper"
+_ACTION_PROBES = [
+    (
+        "GridWorld-v0",
+        jnp.float32(1.0),
+        TypeError,
+        r"GridWorld.step: action for Discrete\(4\) must be an int32 array of shape \(\) .*"
+        r"got float32 \(\)",
+    ),
+    (
+        "Trading-v0",
+        jnp.float32(1.0),
+        TypeError,
+        r"TradingEnv.step: action for Discrete\(3\) .*got float32 \(\)",
+    ),
+    (
+        "gymnax/CartPole-v1",
+        jnp.float32(0.5),
+        TypeError,
+        r"GymnaxAdapter\(CartPole-v1\).step: action for Discrete\(2\) .*got float32 \(\)",
+    ),
+    ("GridWorld-v0", jnp.zeros(2, jnp.int32), ValueError, r"got int32 \(2,\); " + _TAKES_ONE),
+    ("GridWorld-v0", jnp.zeros(4, jnp.int32), ValueError, r"got int32 \(4,\); " + _TAKES_ONE),
+    ("Trading-v0", jnp.zeros(2, jnp.int32), ValueError, r"got int32 \(2,\); " + _TAKES_ONE),
+    ("Trading-v0", jnp.zeros(4, jnp.int32), ValueError, r"got int32 \(4,\); " + _TAKES_ONE),
+    ("gymnax/CartPole-v1", jnp.zeros(4, jnp.int32), ValueError, r"got int32 \(4,\); " + _TAKES_ONE),
+    (
+        "gymnax/Pendulum-v1",
+        jnp.zeros(3),
+        ValueError,
+        r"Pendulum-v1\).step: action for Box\(-2.0, 2.0, \(1,\), float32\) must be a float32 "
+        r"array of shape \(1,\) .*got float32 \(3,\)",
+    ),
+    ("gymnax/Pendulum-v1", jnp.zeros((4, 1)), ValueError, r"got float32 \(4, 1\); " + _TAKES_ONE),
+    ("GridWorld-v0", None, TypeError, r"GridWorld.step: action is missing \(got None\)"),
+    ("Trading-v0", None, TypeError, r"TradingEnv.step: action is missing \(got None\)"),
+    ("gymnax/Pendulum-v1", None, TypeError, r"action is missing \(got None\)"),
+    ("GridWorld-v0", "1", TypeError, r"Discrete\(4\) must be .*, got str '1'"),
+    (
+        "MarketMaking-v0",
+        jnp.zeros(4),
+        ValueError,
+        r"MarketMakingEnv.step: action for Box\(0.0, 5.0, \(2,\), float32\) must be a float32 "
+        r"array of shape \(2,\) or another shape of 2 elements .*got float32 \(4,\)",
+    ),
+    ("MarketMaking-v0", True, TypeError, r"float or integer dtype is fine\), got (a Python )?bool"),
+    ("Portfolio-v0", jnp.zeros(5), ValueError, r"shape \(6,\) or another shape of 6 elements"),
+    ("OptimalExecution-v0", jnp.zeros(3), ValueError, r"got float32 \(3,\)"),
+    ("brax/fast", jnp.zeros(3), ValueError, r"BraxAdapter\(Fast\).step: .*got float32 \(3,\)"),
+    ("Race-v0", jnp.zeros(3), TypeError, r"Race.step: action for .*got float32 \(3,\)"),
+    ("Race-v0", jnp.zeros(2, jnp.int32), ValueError, r"of shape \(3,\) .*got int32 \(2,\)"),
+]
+
+
+@pytest.fixture(scope="module")
+def made():
+    """`make(id)` and a concrete first state, once per id."""
+    cache = {}
+
+    def build(env_id, **kwargs):
+        if (env_id, tuple(kwargs)) not in cache:
+            env = parallax.make(env_id, **kwargs)
+            cache[env_id, tuple(kwargs)] = env, jax.jit(env.reset)(key=KEY)
+        return cache[env_id, tuple(kwargs)]
+
+    return build
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize(
+    ("env_id", "action", "error", "message"),
+    _ACTION_PROBES,
+    ids=[f"{probe[0]}-{i}" for i, probe in enumerate(_ACTION_PROBES)],
+)
+def test_wrong_actions_get_a_clear_error_eagerly_and_under_jit(
+    made, env_id, action, error, message, jit
+):
+    env, state = made(env_id)
+    if jit and isinstance(action, str):
+        # jit refuses a string argument itself, with JAX's own clear message; a string
+        # closed over by the jitted function still reaches the check
+        step = jax.jit(lambda s: env.step(s, action))
+        with pytest.raises(error, match=message):
+            step(state)
+        return
+    step = jax.jit(env.step) if jit else env.step
+    with pytest.raises(error, match=message):
+        step(state, action)
+
+
+@pytest.mark.standard_promotion  # GridWorld computes with a Python bool as NumPy does
+def test_right_actions_in_any_integer_dtype_pass_and_true_acts_as_one(made):
+    env, state = made("GridWorld-v0")
+    one = env.step(state, jnp.int32(1)).env_state.pos.tolist()
+    for action in (1, np.int64(1), jnp.uint8(1), jnp.int16(1), True, np.bool_(True)):
+        assert env.step(state, action).env_state.pos.tolist() == one
+    pendulum, start = made("gymnax/Pendulum-v1")
+    assert pendulum.step(start, jnp.array([1], jnp.int32)).reward.shape == ()  # int for a Box
+
+
+def test_a_batch_of_keys_to_one_env_names_vmapwrapper_and_make_vec():
+    keys = jax.random.split(KEY, 4)
+    for env_id in ("Trading-v0", "GridWorld-v0", "MarketMaking-v0", "gymnax/CartPole-v1"):
+        env = parallax.make(env_id)
+        with pytest.raises(
+            TypeError,
+            match=r"got key<fry> \(4,\); use VmapWrapper for a batch "
+            r"of keys \(parallax.make_vec builds one\)",
+        ):
+            env.reset(key=keys)
+
+
+def test_a_vector_env_names_the_batch_it_expects():
+    vec = parallax.make_vec("GridWorld-v0", 4)
+    batch = vec.reset(key=KEY)
+    with pytest.raises(TypeError, match=r"GridWorld.step: action for Discrete\(4\) .*float32"):
+        jax.eval_shape(vec.step, batch, jnp.zeros(4))
+    with pytest.raises(
+        ValueError,
+        match=r"VmapWrapper.step: action must hold one action per env, leading with "
+        r"num_envs=4 \(shape \(4,\)\), got shape \(\)",
+    ):
+        jax.eval_shape(vec.step, batch, jnp.int32(0))
+    with pytest.raises(ValueError, match=r"GridWorld.step: .*of shape \(\) .*got int32 \(2,\)"):
+        jax.eval_shape(vec.step, batch, jnp.zeros((4, 2), jnp.int32))
+
+
+_DEBUG_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+
+def _optimised_hlo(env, state, action):
+    """The optimised HLO of a jitted step, without its source-location debug info."""
+    text = jax.jit(env.step).lower(state, action).compile().as_text()
+    blocks = [b for b in text.split("\n\n") if not b.startswith(_DEBUG_TABLES)]
+    return re.sub(r", metadata=\{[^}]*\}", "", "\n\n".join(blocks))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "action"),
+    [
+        ("GridWorld-v0", jnp.int32(1)),
+        ("Trading-v0", jnp.int32(2)),
+        ("gymnax/CartPole-v1", jnp.int32(1)),
+    ],
+)
+def test_the_checks_add_nothing_to_the_compiled_step(made, env_id, action):
+    checked, state = made(env_id)
+    unchecked = parallax.make(env_id, check_actions=False)
+    assert checked.check_actions and not unchecked.check_actions
+    assert _optimised_hlo(checked, state, action) == _optimised_hlo(unchecked, state, action)
+
+
+def test_the_checks_add_nothing_to_a_vector_step():
+    vec = parallax.make_vec("GridWorld-v0", 4)
+    batch = vec.reset(key=KEY)
+    actions = jnp.zeros(4, jnp.int32)
+    with_checks = _optimised_hlo(vec, batch, actions)
+    vec.check_actions = False
+    assert not vec.check_actions
+    assert _optimised_hlo(vec, batch, actions) == with_checks
+
+
+def test_the_checks_can_be_turned_off(made):
+    # gymnax's CartPole takes a float action as it is, once our check is off
+    env = parallax.make("gymnax/CartPole-v1", check_actions=False)
+    _, state = made("gymnax/CartPole-v1")
+    assert env.step(state, jnp.float32(0.5)).reward.shape == ()
+    vec = parallax.make_vec("GridWorld-v0", 2, check_actions=False)
+    assert not vec.check_actions
+    vec.check_actions = True
+    with pytest.raises(TypeError, match=r"GridWorld\.step: action for Discrete"):
+        jax.eval_shape(vec.step, vec.reset(key=KEY), jnp.zeros(2))
+    with pytest.raises(TypeError, match=r"check_actions must be True or False, got 1"):
+        parallax.make("GridWorld-v0", check_actions=1)
+    with pytest.raises(TypeError, match=r"check_actions must be True or False, got 'no'"):
+        vec.check_actions = "no"
+
+
+class _Unchecked:
+    """An env of someone else's: no `check_actions` of its own."""
+
+    action_space = GridWorld.action_space
+    observation_space = GridWorld.observation_space
+
+    def reset(self, *, key):
+        return _PLAIN.reset(key=key)
+
+    def step(self, state, action):
+        return _PLAIN.step(state, action)
+
+
+_PLAIN = GridWorld()
+_PLAIN.check_actions = False
+
+
+def test_make_puts_static_action_check_over_an_env_without_its_own():
+    parallax.register("Unchecked-v0", _Unchecked, override=True)
+    env = parallax.make("Unchecked-v0")
+    assert isinstance(env, parallax.StaticActionCheck) and env.check_actions
+    state = env.reset(key=KEY)
+    with pytest.raises(TypeError, match=r"_Unchecked.step: action for Discrete\(4\) .*float32"):
+        jax.eval_shape(env.step, state, jnp.float32(1.0))
+    with pytest.raises(ValueError, match=r"a batch of 3 actions\? _Unchecked takes one action"):
+        jax.eval_shape(env.step, state, jnp.zeros(3, jnp.int32))
+    assert not isinstance(
+        parallax.make("Unchecked-v0", check_actions=False), parallax.StaticActionCheck
+    )
+    bare = TimeLimit(_Unchecked(), 5)
+    with pytest.raises(AttributeError, match="wrap it in StaticActionCheck"):
+        bare.check_actions = False
+
+
+# -- 7. the Gymnasium export after an episode ends (issue 37) ----------------------------------
+@pytest.mark.parametrize(("max_steps", "ended"), [(2, "truncated"), (50, "terminated")])
+def test_gymnasium_step_after_the_episode_ended_needs_a_reset(max_steps, ended):
+    import gymnasium
+
+    from parallax.adapters import GymnasiumEnv
+
+    env = GymnasiumEnv(TimeLimit(GridWorld(), max_steps))
+    with pytest.raises(gymnasium.error.ResetNeeded, match=r"call reset\(\) before step\(\)"):
+        env.step(0)  # before the first reset
+    env.reset(seed=0)
+    flags = (False, False)
+    steps = 0
+    while not any(flags):  # up (0) and right (2) in turn reach the goal, given the time
+        _, _, *flags, _ = env.step(steps % 2 * 2)
+        steps += 1
+    assert flags == [ended == "terminated", ended == "truncated"]
+    kept = env.state
+    with pytest.raises(
+        gymnasium.error.ResetNeeded,
+        match=rf"the episode ended \(the last step returned {ended}=True\); call reset\(\)",
+    ):
+        env.step(0)
+    assert env.state is kept  # nothing stepped
+    env.reset(seed=1)
+    env.step(0)  # a new episode steps again

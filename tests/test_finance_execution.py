@@ -11,6 +11,7 @@ cut `inventory < 1e-9 * X0`; a termination flip is accepted only right at it.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -357,10 +358,16 @@ def test_action_is_clipped_and_checked() -> None:
         for field in ("env_state", "observation", "reward", "termination", "info"):
             for x, y in zip(jax.tree.leaves(getattr(a, field)), jax.tree.leaves(getattr(b, field))):
                 np.testing.assert_array_equal(x, y)
-    with pytest.raises(ValueError, match="1 number"):
-        SMALL.step(state, jnp.zeros(2))
-    with pytest.raises(TypeError, match="numeric"):
+    with pytest.raises(ValueError, match=r"another shape of 1 element .*got float32 \(2,\)"):
+        SMALL.step(state, jnp.zeros(2))  # the trace-time check (on by default)
+    with pytest.raises(TypeError, match=r"float or integer dtype is fine\), got bool \(1,\)"):
         SMALL.step(state, jnp.zeros(1, bool))
+    unchecked = copy.copy(SMALL)
+    unchecked.check_actions = False  # the env's own conversion still refuses them
+    with pytest.raises(ValueError, match="1 number"):
+        unchecked.step(state, jnp.zeros(2))
+    with pytest.raises(TypeError, match="numeric"):
+        unchecked.step(state, jnp.zeros(1, bool))
 
 
 def test_selling_out_terminates_and_the_last_step_sells_the_rest() -> None:

@@ -11,6 +11,7 @@ probability (and then that episode's comparison ends).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable
@@ -399,10 +400,16 @@ def test_action_is_clipped_and_checked() -> None:
     for a, b in zip(_leaves(wild_states), _leaves(_jit_rollout(SMALL, key, tame)[2])):
         np.testing.assert_array_equal(a, b)
     assert SMALL._action(jnp.ones((2, 1))).shape == (2,)  # 2 numbers in any shape, as sekai
-    with pytest.raises(ValueError, match="2 numbers"):
-        SMALL.step(state, jnp.zeros(3))
-    with pytest.raises(TypeError, match="numeric"):
+    with pytest.raises(ValueError, match=r"another shape of 2 elements .*got float32 \(3,\)"):
+        SMALL.step(state, jnp.zeros(3))  # the trace-time check (on by default)
+    with pytest.raises(TypeError, match=r"float or integer dtype is fine\), got bool \(2,\)"):
         SMALL.step(state, jnp.zeros(2, bool))
+    unchecked = copy.copy(SMALL)
+    unchecked.check_actions = False  # the env's own conversion still refuses them
+    with pytest.raises(ValueError, match="2 numbers"):
+        unchecked.step(state, jnp.zeros(3))
+    with pytest.raises(TypeError, match="numeric"):
+        unchecked.step(state, jnp.zeros(2, bool))
 
 
 @pytest.mark.parametrize(

@@ -184,6 +184,28 @@ class Wrapper(Generic[StateT]):
     )
 
     @property
+    def check_actions(self) -> bool:
+        """Whether the stack below checks each action's shape and dtype kind at trace time
+        (`parallax.check_action`). Setting it sets it on the layer that checks (the
+        innermost env, or a `StaticActionCheck`), so `vec.check_actions = False` turns the
+        checks of a whole `make_vec` stack off."""
+        return bool(getattr(self.env, "check_actions", False))
+
+    @check_actions.setter
+    def check_actions(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(
+                f"{type(self).__name__}: check_actions must be True or False, got {value!r}"
+            )
+        if not (isinstance(self.env, Wrapper) or hasattr(self.env, "check_actions")):
+            stack = " -> ".join(_describe(layer) for layer in unwrap_layers(self))
+            raise AttributeError(
+                f"no layer of the wrapper stack {stack} checks actions ({_describe(self.env)} "
+                "has no check_actions attribute); wrap it in StaticActionCheck to check them"
+            )
+        self.env.check_actions = value
+
+    @property
     def num_agents(self) -> int:
         """The wrapped env's number of agent slots (1 for single-agent envs)."""
         return int(getattr(self.env, "num_agents", 1))

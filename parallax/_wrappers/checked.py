@@ -1,8 +1,10 @@
 """`CheckedWrapper`: an opt-in runtime check that stops a jitted program on bad values.
 
 Before any of that, at trace time, `step` refuses an action of the wrong shape or kind
-(a float or a batch of actions given to a `Discrete` env, say) with a `TypeError` that
-names the expected shape, before the wrapped env fails while being traced.
+(a float or a batch of actions given to a `Discrete` env, say) with the `TypeError` /
+`ValueError` of `parallax.check_action`, which names the space and the expected shape
+(`num_envs` actions over a vector env), before the wrapped env is traced. That check is on
+by default in every env `make` builds; `CheckedWrapper` adds the value checks below.
 
 Inside `jit` nothing can raise a Python exception, so the checks use `equinox`'s runtime
 errors: the program stops with a message that names the check, the env index (for vector
@@ -25,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
+from .._action_check import check_action
 from .._core import Env, KeyArray, MARLState, StateT
 from .base import Wrapper, batch_depth, is_vector_env, step_env
 
@@ -45,30 +48,6 @@ def _nonfinite(tree: PyTree, batch_dims: int) -> Array:
     for f in flags[1:]:
         out = out | f
     return out
-
-
-def _action_problem(space: Any, action: PyTree, batch: tuple[int, ...] | None) -> str | None:
-    """What is wrong with the action's type (trace time: shape and dtype only), or `None`.
-
-    Checks spaces with one array shape (`Discrete`, `Box`, `MultiDiscrete`, ...): the action
-    must have shape `batch + space.shape` (any shape when `batch` is None: nested batches)
-    and an integer dtype where the space holds integers. Pytree spaces are left to the
-    in-jit check.
-    """
-    shape = getattr(space, "shape", None)
-    dtype = getattr(space, "dtype", None)
-    if not isinstance(shape, tuple) or not all(isinstance(d, int) for d in shape):
-        return None
-    if len(jax.tree.leaves(action)) != 1:
-        return f"a pytree of {len(jax.tree.leaves(action))} leaves"
-    leaf = jax.tree.leaves(action)[0]
-    got_shape = tuple(jnp.shape(leaf))
-    got_dtype = jnp.result_type(leaf)
-    integer = dtype is not None and jnp.issubdtype(dtype, jnp.integer)
-    wrong_shape = batch is not None and got_shape != batch + shape
-    if wrong_shape or (integer and not jnp.issubdtype(got_dtype, jnp.integer)):
-        return f"{got_dtype} {got_shape}"
-    return None
 
 
 class CheckedWrapper(Wrapper[StateT]):
@@ -138,22 +117,14 @@ class CheckedWrapper(Wrapper[StateT]):
         """Check the action, step (`params=` passed on when given), then check observation
         and reward.
 
-        The action's shape and kind are checked at trace time (`TypeError`), its values
-        inside `jit`. For multi-agent states the value check is skipped: inactive slots may
-        hold any value.
+        The action's shape and kind are checked at trace time (`TypeError` for the kind,
+        `ValueError` for the shape), its values inside `jit`. For multi-agent states the
+        value check is skipped: inactive slots may hold any value.
         """
         space = self.env.action_space
         batch = (self._num_envs,) if self._vector else ()
         nested = batch_depth(self.env) > 1
-        problem = _action_problem(space, action, None if nested else batch)
-        if problem is not None:
-            integer = jnp.issubdtype(space.dtype, jnp.integer)
-            kind = "an integer array" if integer else "an array"
-            per_env = f" (one action per env of {self._num_envs})" if self._vector else ""
-            raise TypeError(
-                f"CheckedWrapper.step: action must be {kind} of shape {batch + space.shape} "
-                f"for {space!r}{per_env}, got {problem}"
-            )
+        check_action(space, action, "CheckedWrapper.step", None if nested else batch)
         if isinstance(state, MARLState):
             bad_action = jnp.zeros((self._num_envs,) if self._vector else (), bool)
         elif self._vector:

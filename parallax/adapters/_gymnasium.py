@@ -364,8 +364,10 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
     """A Parallax environment as a `gymnasium.Env` (passes Gymnasium's `check_env`).
 
     Gymnasium's single-environment API has no auto-reset: after `terminated` or
-    `truncated`, call `reset()`. Wrap the env in `TimeLimit` for a time limit. Works with
-    Gymnasium 0.29 (CleanRL's pin) and 1.x.
+    `truncated`, call `reset()`. A `step` before the first `reset`, or after the episode
+    ended, raises `gymnasium.error.ResetNeeded` (the error of Gymnasium's `OrderEnforcing`)
+    instead of continuing a finished episode. Wrap the env in `TimeLimit` for a time
+    limit. Works with Gymnasium 0.29 (CleanRL's pin) and 1.x.
 
     Each `step` is one jitted call (the env's step and the output conversions) and one
     device-to-host transfer; the action is checked with `action_space.contains` first.
@@ -382,6 +384,8 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
 
     Raises:
         ValueError: from `step`, for an action outside `action_space` (named, with the space).
+        gymnasium.error.ResetNeeded: from `step`, before the first `reset` or after the
+            episode ended (the message says which and names `reset()`).
 
     Example:
         >>> from parallax import TimeLimit
@@ -417,6 +421,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         self.action_space = to_gymnasium_space(env.action_space)
         self.render_mode = None
         self.state: State | None = None
+        self._ended: str | None = None  # how the episode ended ("terminated"), until reset
         self._encode = action_encoder(self.action_space, env.action_space, "GymnasiumEnv.step")
         obs = ObservationCodec(env.observation_space)
         self._build_obs = obs.host
@@ -458,6 +463,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         if seed is None:
             seed = int(self.np_random.integers(0, 2**32, dtype=np.uint64))
         self.state, out = self._reset_fn(jax.random.key(seed))
+        self._ended = None
         leaves, info = self._reset_out(out)
         return self._build_obs(leaves), _writable(info)
 
@@ -472,13 +478,23 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
 
         Raises:
             ValueError: `action` is not in `action_space`.
+            gymnasium.error.ResetNeeded: no `reset` yet, or the last step returned
+                `terminated` or `truncated` (the state is left as it was).
         """
         if self.state is None:
             raise gymnasium.error.ResetNeeded("GymnasiumEnv: call reset() before step()")
+        if self._ended is not None:
+            raise gymnasium.error.ResetNeeded(
+                f"GymnasiumEnv: the episode ended (the last step returned {self._ended}=True); "
+                "call reset() before step()"
+            )
         self.state, out = self._step_fn(self.state, self._encode(action))
         leaves, reward, terminated, truncated, info = self._step_out(out)
+        terminated, truncated = bool(terminated), bool(truncated)
+        if terminated or truncated:
+            self._ended = "terminated" if terminated else "truncated"
         obs = self._build_obs(leaves)
-        return obs, float(reward), bool(terminated), bool(truncated), _writable(info)
+        return obs, float(reward), terminated, truncated, _writable(info)
 
     def render(self) -> None:
         """No rendering (`render_mode` is `None`)."""

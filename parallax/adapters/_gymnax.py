@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
+from .._action_check import check_action
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete, PyTreeSpace, Space
 from .._validate import check_key
@@ -185,6 +186,9 @@ class GymnaxAdapter:
         env: the wrapped gymnax environment.
         params: the params used by resets that do not pass their own.
         action_space, observation_space: the converted gymnax spaces (for `params`).
+        check_actions: whether `step` refuses, at trace time, an action of the wrong shape
+            or dtype kind (a float for a `Discrete` env, a batch of actions; see
+            `parallax.check_action`); `True` unless set to `False`.
 
     The state: `observation` is cast to the observation space's dtypes, `reward` is float32,
     `termination` / `truncation` are bool, `step_count` is gymnax's `time` as int32, `info`
@@ -204,6 +208,8 @@ class GymnaxAdapter:
         >>> vec.reset(key=jax.random.key(1)).observation.shape
         (4, 4)
     """
+
+    check_actions: bool = True
 
     def __init__(self, env: Any, params: PyTree | None = None) -> None:
         gymnax = _gymnax()
@@ -319,12 +325,15 @@ class GymnaxAdapter:
             state: the current state (from `reset` or `step`).
             action: an element of `action_space` (e.g. an int32 scalar for `Discrete`).
                 A `Discrete` action outside `[0, n)` is clipped into it before gymnax sees
-                it (the rule of every Parallax env; see "Out-of-range actions").
+                it (the rule of every Parallax env; see "Out-of-range actions"). Its shape
+                and dtype kind are checked at trace time (`check_actions`).
 
         Returns:
             The next `State`; on the last step of an episode it holds the terminal
             observation and `termination` or `truncation` (never both).
         """
+        if self.check_actions:
+            check_action(self.action_space, action, f"{self!r}.step")
         env_state = state.env_state
         params = env_state.params
         if isinstance(self.action_space, Discrete):

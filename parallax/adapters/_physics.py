@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import PyTree
 
+from .._action_check import check_action
 from .._core import KeyArray, State
 from .._spaces import Space
 from .._validate import check_key
@@ -112,6 +113,8 @@ class EpisodeAdapter:
     `EpisodeWrapper`: rewards summed, `done` of the last inner step), counts one agent step,
     and truncates when `step_count * action_repeat >= episode_length` and the env did not
     terminate. The foreign state is `env_state`; its `metrics` are `info["metrics"]`.
+    `step` refuses, at trace time, an action of the wrong shape or dtype kind while
+    `check_actions` is True (the default; see `parallax.check_action`).
     """
 
     env: Any
@@ -119,6 +122,7 @@ class EpisodeAdapter:
     action_repeat: int
     observation_space: Space
     action_space: Space
+    check_actions: bool = True
 
     def reset(self, *, key: KeyArray) -> State:
         """Start an episode: the env's `reset` with the raw key `jax.random.split(key)[1]`.
@@ -167,6 +171,9 @@ class EpisodeAdapter:
             unless its `info["truncation"]` says the episode was cut (brax's convention),
             `truncation` then or at the episode length (never both).
         """
+        if self.check_actions:
+            owner = f"{type(self).__name__}({type(self.env).__name__}).step"
+            check_action(self.action_space, action, owner)
         foreign = state.env_state
         action = _like_ctrl(action, foreign)
         with foreign_numerics():

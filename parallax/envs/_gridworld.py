@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, PRNGKeyArray
 
 from .. import _spaces as spaces
+from .._action_check import check_action
 from .._core import State
 from .._validate import check_key
 from . import _render
@@ -36,6 +37,9 @@ class GridWorld:
       in `TimeLimit`).
     - `render(state)`: an RGB picture of the grid (`uint8 (80, 80, 3)`; the agent blue, the
       goal green, +y up), pure `jnp`, so `jax.vmap(env.render)` renders a trajectory.
+    - `step` refuses, at trace time, an action of the wrong shape or kind (a float, a batch
+      of actions, `None`) with an error naming the space (`check_actions = False` skips it;
+      see `parallax.check_action`).
 
     Example:
         >>> import jax
@@ -49,6 +53,9 @@ class GridWorld:
 
     action_space = spaces.Discrete(4)
     observation_space = spaces.Box(0.0, SIZE, (4,))
+    check_actions: bool = True
+    """Whether `step` checks the action's shape and dtype kind at trace time (free at run
+    time: shapes and dtypes only)."""
 
     def reset(self, *, key: PRNGKeyArray) -> State:
         check_key(key, f"{type(self).__name__}.reset")
@@ -67,6 +74,8 @@ class GridWorld:
         )
 
     def step(self, state: State, action: Array) -> State:
+        if self.check_actions:
+            check_action(self.action_space, action, f"{type(self).__name__}.step")
         moves = jnp.array(_MOVES, dtype=jnp.float32)
         action = jnp.clip(action, 0, len(_MOVES) - 1)  # out-of-range actions clip into the space
         pos = jnp.clip(state.env_state.pos + moves[action], 0.0, SIZE)

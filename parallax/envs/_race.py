@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray
 
 from .. import _spaces as spaces
+from .._action_check import check_action
 from .._core import Agents, MARLState
 from .._validate import check_key
 from . import _render
@@ -39,6 +40,9 @@ class Race:
     num_agents = 3
     action_space = spaces.stack_space(spaces.Discrete(2), num_agents)
     observation_space = spaces.stack_space(spaces.Box(0.0, FINISH, ()), num_agents)
+    check_actions: bool = True
+    """Whether `step` checks the action's shape and dtype kind at trace time
+    (`parallax.check_action`; one action per agent, `(3,)`)."""
 
     def reset(self, *, key: PRNGKeyArray) -> MARLState:
         check_key(key, f"{type(self).__name__}.reset")
@@ -58,6 +62,8 @@ class Race:
         )
 
     def step(self, state: MARLState, action: Array) -> MARLState:
+        if self.check_actions:
+            check_action(self.action_space, action, f"{type(self).__name__}.step")
         acted = state.agents.active
         action = jnp.clip(action, 0, 1)  # out-of-range actions clip into the space
         advance = jnp.where(acted, jnp.asarray(action).astype(jnp.float32), 0.0)

@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from .._validate import closest
+from .._action_check import check_action
+from .._validate import check_key, closest
 from ._validation import params_of
 
 P = TypeVar("P", bound="ParamsMethods")
@@ -159,6 +160,21 @@ def numeric_action(action: ArrayLike, size: int, what: str) -> Array:
 _UNSET = object()
 
 
+def check_step_inputs(env: Any, action: Any, *, any_shape: bool = False) -> None:
+    """The trace-time check of a finance env's action (while `env.check_actions`).
+
+    `any_shape`: the env takes any shape holding `action_space`'s number of elements (the
+    sekai convention of the continuous envs and the order book envs).
+    """
+    if env.check_actions:
+        check_action(env.action_space, action, f"{type(env).__name__}.step", any_shape=any_shape)
+
+
+def check_reset_key(env: Any, key: Any) -> None:
+    """One PRNG key per reset, or a `TypeError` that says to batch with `VmapWrapper`."""
+    check_key(key, f"{type(env).__name__}.reset")
+
+
 class FinanceEnv:
     """Base class of the four finance envs: params, `with_params` and parameters as attributes.
 
@@ -184,6 +200,9 @@ class FinanceEnv:
     episode_equity_key: ClassVar[str | None] = None
     """The `info` key `RecordEpisodeStatistics` records at each episode's end as its
     `final_equity` (None: the env reports no equity)."""
+    check_actions: bool = True
+    """Whether `step` checks the action's shape and dtype kind at trace time
+    (`parallax.check_action`; free at run time). Set it to False to skip the check."""
 
     def with_params(self: E, params: Any) -> E:
         """A shallow copy of this env whose default params are `params` (may be traced).

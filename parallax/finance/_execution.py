@@ -26,6 +26,8 @@ from . import _baselines
 from ._common import (
     FinanceEnv,
     ParamsMethods,
+    check_reset_key,
+    check_step_inputs,
     divide,
     float_dtype,
     numeric_action,
@@ -259,6 +261,7 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         Returns:
             The first `State` (reward 0, both flags False, `step_count` 0).
         """
+        check_reset_key(self, key)
         p = self._params(params)
         zero = jnp.zeros((), p.s0.dtype)
         ek = rng.episode_key(key)
@@ -286,6 +289,7 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         Returns:
             The next `State`.
         """
+        check_step_inputs(self, action, any_shape=True)
         p = self._params(params)
         fdt = p.s0.dtype
         z = self.step_noise(state)

@@ -26,6 +26,8 @@ from . import _baselines
 from ._common import (
     FinanceEnv,
     ParamsMethods,
+    check_reset_key,
+    check_step_inputs,
     divide,
     evaluated_once,
     float_dtype,
@@ -261,6 +263,7 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         Returns:
             The first `State` (reward 0, both flags False, `step_count` 0).
         """
+        check_reset_key(self, key)
         p = self._params(params)
         ek = rng.episode_key(key)
         u, z = _draws(ek, jnp.int32(0))
@@ -293,6 +296,7 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         Returns:
             The next `State`.
         """
+        check_step_inputs(self, action, any_shape=True)
         p = self._params(params)
         fdt = p.s0.dtype
         u, z = self.step_noise(state)

@@ -18,7 +18,7 @@ from jaxtyping import Array, Float, PyTree, UInt32
 from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, PyTreeSpace
-from ._common import ParamsMethods, resolve_params
+from ._common import ParamsMethods, check_reset_key, check_step_inputs, resolve_params
 from ._costs import CostModel, as_cost_model, sum_left_to_right
 from ._data import market_inputs
 from ._history import HistoryEnv, as_market_model, check_sources
@@ -380,6 +380,7 @@ class PortfolioEnv(HistoryEnv):
         Returns:
             The first `State`.
         """
+        check_reset_key(self, key)
         dtype = float_dtype()
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         ek = rng.episode_key(key)
@@ -426,6 +427,7 @@ class PortfolioEnv(HistoryEnv):
         Returns:
             The next `State`.
         """
+        check_step_inputs(self, action, any_shape=True)
         es: PortfolioState = state.env_state
         dtype = es.portfolio_value.dtype
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)

@@ -18,7 +18,7 @@ from jaxtyping import Array, Float, PyTree, UInt32
 from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete
-from ._common import ParamsMethods, resolve_params
+from ._common import ParamsMethods, check_reset_key, check_step_inputs, resolve_params
 from ._costs import CostModel, as_cost_model
 from ._data import market_inputs
 from ._history import HistoryEnv, as_market_model, check_sources
@@ -306,6 +306,7 @@ class TradingEnv(HistoryEnv):
         Returns:
             The first `State` (reward 0, flags False, step_count 0).
         """
+        check_reset_key(self, key)
         dtype = float_dtype()
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         ek = rng.episode_key(key)
@@ -353,6 +354,7 @@ class TradingEnv(HistoryEnv):
         Returns:
             The next `State`.
         """
+        check_step_inputs(self, action)
         dtype = state.env_state.equity.dtype
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         es: TradingState = state.env_state

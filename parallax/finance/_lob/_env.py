@@ -25,6 +25,8 @@ from ..._core import State
 from .._common import (
     FinanceEnv,
     ParamsMethods,
+    check_reset_key,
+    check_step_inputs,
     float_dtype,
     opaque,
     resolve_params,
@@ -400,6 +402,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         Returns:
             The first state (reward 0, both flags False, `step_count` 0).
         """
+        check_reset_key(self, key)
         p = self._params(params)
         fdt = float_dtype()
         ek = rng.episode_key(key)
@@ -446,6 +449,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         Returns:
             The next state.
         """
+        check_step_inputs(self, action, any_shape=True)
         p = self._params(params)
         fdt = float_dtype()
         es: LimitOrderBookState = state.env_state

@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from ... import _spaces as spaces
 from ... import rng
 from ..._core import Agents, MARLState
-from .._common import float_dtype, opaque, resolve_params
+from .._common import check_reset_key, check_step_inputs, float_dtype, opaque, resolve_params
 from .._validation import finite_array, finite_number
 from ._book import Book
 from ._decision import Account, TradeLog, book_mid2, empty_log, log_flow_trades
@@ -128,6 +128,10 @@ class LimitOrderBookMarketEnv(BookSettings):
         ([True, False], 1.0)
     """
 
+    check_actions: bool = True
+    """Whether `step` checks the action's shape and dtype kind at trace time
+    (`parallax.check_action`: integers, `num_agents * 3` of them)."""
+
     def __init__(
         self,
         n_agents: int = 2,
@@ -208,6 +212,7 @@ class LimitOrderBookMarketEnv(BookSettings):
             key: a JAX PRNG key; every draw comes from `parallax.rng.episode_key(key)`.
             params: parameters for this episode; `self.params` when omitted.
         """
+        check_reset_key(self, key)
         p = resolve_params(params, self.params)
         fdt = float_dtype()
         ek = rng.episode_key(key)
@@ -252,6 +257,7 @@ class LimitOrderBookMarketEnv(BookSettings):
                 into the action space.
             params: parameters for this step; `self.params` when omitted.
         """
+        check_step_inputs(self, action, any_shape=True)
         p = resolve_params(params, self.params)
         fdt = float_dtype()
         es: LimitOrderBookMarketState = state.env_state
