@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean
+.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,3 +64,18 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .jax_cache .cache site dist build .pytest_cache .mypy_cache .ruff_cache
+
+# Third-party trainers in a virtual environment of their own (`.venv-clients`, the `clients`
+# extra): rejax 0.1.3 on gymnax 0.0.9 (tests/clients; see its docstring). `.ci/run` runs it
+# after `make test`.
+CLIENTS := .venv-clients
+$(CLIENTS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CLIENTS)
+	( $(CLIENTS)/bin/python -m pip install --quiet uv && \
+	  $(CLIENTS)/bin/uv pip install --quiet --python $(CLIENTS)/bin/python -e ".[clients]" ) || \
+	$(CLIENTS)/bin/python -m pip install --quiet -e ".[clients]"
+	touch $@
+
+clients: $(CLIENTS)/.installed
+	$(CLIENTS)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients \
+		-o filterwarnings=ignore::DeprecationWarning tests/clients

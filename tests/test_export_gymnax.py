@@ -41,6 +41,7 @@ from parallax.adapters import GymnaxAdapter, _to_gymnax, from_gymnax_space
 from parallax.adapters._to_gymnax import (
     GymnaxEnv,
     GymnaxExportState,
+    GymnaxParams,
     NoParams,
     to_gymnax,
     to_gymnax_space,
@@ -71,7 +72,7 @@ def test_export_is_a_gymnax_environment_with_gymnax_spaces():
     assert isinstance(env, gymnax.environments.environment.Environment)
     assert isinstance(env, GymnaxEnv)
     assert env.name == "GridWorld" and env.num_actions == 4
-    assert env.default_params == NoParams()
+    assert env.default_params == GymnaxParams(NoParams(), max_steps_in_episode=None)
     params = env.default_params
     action_space, observation_space = env.action_space(params), env.observation_space(params)
     assert isinstance(action_space, gspaces.Discrete) and action_space.n == 4
@@ -90,7 +91,7 @@ def test_finance_spaces_and_params():
     assert isinstance(observation_space, gspaces.Dict)
     assert sorted(observation_space.spaces) == ["returns", "weights"]
     execution = to_gymnax(_execution())
-    assert type(execution.default_params).__name__ == "OptimalExecutionParams"
+    assert type(execution.default_params.env_params).__name__ == "OptimalExecutionParams"
     assert execution.num_actions == 1
     box = execution.action_space(execution.default_params)
     assert isinstance(box, gspaces.Box) and box.shape == (1,) and box.dtype == jnp.float32
@@ -332,6 +333,60 @@ def test_a_sequential_history_walk_continues_across_auto_resets():
     stamps = [int(first.parallax_state.info["timestamp"])]
     stamps += np.asarray(state.parallax_state.info["timestamp"])[1::2].tolist()
     assert stamps == [int(r) for r in penv.sequential_starts(5)]
+
+
+# -- gymnax's conventions ---------------------------------------------------------------------
+def test_params_have_max_steps_in_episode_like_gymnax_own_envs():
+    own = gymnax.make("CartPole-v1")[1]
+    limited = to_gymnax(parallax.TimeLimit(parallax.make("GridWorld-v0"), 30)).default_params
+    for params in (own, limited):
+        assert isinstance(params.max_steps_in_episode, int)
+    assert limited.max_steps_in_episode == 30
+    execution = to_gymnax(_execution()).default_params
+    assert execution.max_steps_in_episode == 4  # its n_steps
+    assert to_gymnax(parallax.make("Trading-v0")).default_params.max_steps_in_episode == 252
+    # the round trip keeps gymnax's own limit
+    cartpole = to_gymnax(parallax.make("gymnax/CartPole-v1")).default_params
+    assert cartpole.max_steps_in_episode == own.max_steps_in_episode == 500
+    # static: a params batch never batches it, and tree maps leave it alone
+    assert jax.tree.leaves(limited) == []
+    assert jax.tree.map(lambda x: x, execution).max_steps_in_episode == 4
+
+
+def test_params_read_and_replace_the_env_params():
+    params = to_gymnax(_execution()).default_params
+    assert params.sigma == params.env_params.sigma
+    changed = params.replace(sigma=0.5, max_steps_in_episode=3)
+    assert float(changed.env_params.sigma) == 0.5 and changed.max_steps_in_episode == 3
+    assert float(params.sigma) != 0.5  # a copy
+    with pytest.raises(AttributeError, match=r"GymnaxParams has no attribute 'sgima'"):
+        _ = params.sgima
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'level'"):
+        to_gymnax(parallax.make("GridWorld-v0")).default_params.replace(level=3)
+    env = to_gymnax(_execution())
+    key = jax.random.PRNGKey(0)
+    raw, wrapped = env.reset(key, params.env_params)[0], env.reset(key, params)[0]
+    np.testing.assert_array_equal(raw, wrapped)  # the env's own params work as before
+
+
+def test_params_reach_a_wrapped_finance_env():
+    # wrappers forward `params=` (`reset(*, key, **kwargs)`), so the export keeps them
+    wrapped = to_gymnax(parallax.TransformReward(_execution(), lambda r: 2.0 * r))
+    plain = to_gymnax(_execution())
+    assert wrapped.takes_params and wrapped.default_params == plain.default_params
+    key = jax.random.PRNGKey(0)
+    calm = plain.default_params.replace(sigma=0.0)
+    action = jnp.array([0.3], jnp.float32)
+    for env, scale in ((wrapped, 2.0), (plain, 1.0)):
+        _, state = env.reset(key, calm)
+        reward = env.step(key, state, action, calm)[2]
+        assert float(reward) == pytest.approx(
+            scale * float(plain.step(key, plain.reset(key, calm)[1], action, calm)[2])
+        )
+    default = plain.step(key, plain.reset(key)[1], action)[2]
+    calm_reward = plain.step(key, plain.reset(key, calm)[1], action, calm)[2]
+    assert float(default) != float(calm_reward)  # sigma matters, so the check above bites
+    assert not to_gymnax(parallax.TimeLimit(parallax.make("GridWorld-v0"), 5)).takes_params
 
 
 # -- gymnax's own wrappers --------------------------------------------------------------------

@@ -376,6 +376,31 @@ def test_evaluate_masks_the_steps_after_an_episode_ends():
     np.testing.assert_allclose(full["total_return"], report["total_return"], rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("env_id", "baseline"),
+    [
+        ("OptimalExecution-v0", pf.almgren_chriss_policy),
+        ("MarketMaking-v0", pf.avellaneda_stoikov_policy),
+    ],
+)
+def test_evaluate_takes_the_baselines_as_they_are(env_id, baseline):
+    env = parallax.make(env_id, **FINANCE[env_id])
+    policy = baseline(env)  # policy(state)
+    direct = evaluate(env, policy, jax.random.key(0), 3)
+    keyed = evaluate(env, lambda key, state: policy(state), jax.random.key(0), 3)
+    for name in keyed:
+        np.testing.assert_array_equal(direct[name], keyed[name])
+    # a key-and-state policy with a default for its state is still called with the key
+    seen = []
+
+    def with_default(key, state=None):
+        seen.append(key)
+        return policy(state)
+
+    evaluate(env, with_default, jax.random.key(0), 2)
+    assert seen and seen[0] is not None
+
+
 def test_evaluate_validates_its_arguments():
     env = parallax.make("Trading-v0", episode_length=4, lookback=2)
     policy = _random_policy(env)

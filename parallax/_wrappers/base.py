@@ -5,6 +5,7 @@
 - `is_vector_env`: whether an env (or wrapper stack) is batched (has `num_envs`).
 - `check_positive_int`: the constructor check shared by the wrappers.
 - `step_env`: `env.step(state, action)`, with `params=` passed only when given.
+- `episode_length`: the longest an episode of a stack can run, where a layer declares it.
 
 Per-call params (domain randomisation): `reset(key=..., params=p)` and
 `step(state, action, params=p)` reach the env through every wrapper, and are passed on only
@@ -274,3 +275,18 @@ class Wrapper(Generic[StateT]):
     def __repr__(self) -> str:
         extra = self._repr_args()
         return f"{type(self).__name__}({self.env!r}{', ' + extra if extra else ''})"
+
+
+def episode_length(env: Any) -> int | None:
+    """The longest an episode of `env` can run: the smallest of a `TimeLimit`'s `max_steps`
+    and the env's own `episode_length` / `n_steps`, or None when none is declared."""
+    limits: list[int] = []
+    for layer in unwrap_layers(env):
+        for name in ("max_steps", "episode_length", "n_steps"):
+            value = layer.__dict__.get(name, None)
+            if value is None:
+                value = getattr(type(layer), name, None)
+                value = getattr(layer, name, None) if isinstance(value, property) else None
+            if isinstance(value, int) and not isinstance(value, bool):
+                limits.append(value)
+    return min(limits) if limits else None

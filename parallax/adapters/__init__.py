@@ -18,7 +18,8 @@ Out (any Parallax environment, for the trainers people already run):
 - `to_jumanji`: a Jumanji `Environment` (extra `jumanji`).
 
 Also: `from_gymnax_space`, `to_gymnasium_space`, `to_gymnax_space`, and the state types
-`GymnaxEnvState`, `GymnaxExportState`, `BraxPipelineState`.
+`GymnaxEnvState`, `GymnaxExportState`, `BraxPipelineState`, and the export's params
+`GymnaxParams` / `NoParams`.
 
 Importing this package never imports an optional library. The adapters import theirs when
 they are built and, when it is missing, raise an `ImportError` that names the extra to
@@ -40,6 +41,7 @@ from ._mjx import MJXAdapter as MJXAdapter
 from ._to_brax import BraxPipelineState as BraxPipelineState
 from ._to_brax import to_brax as to_brax
 from ._to_gymnax import GymnaxExportState as GymnaxExportState
+from ._to_gymnax import GymnaxParams as GymnaxParams
 from ._to_gymnax import NoParams as NoParams
 from ._to_gymnax import to_gymnax as to_gymnax
 from ._to_gymnax import to_gymnax_space as to_gymnax_space
@@ -63,6 +65,7 @@ __all__ = [
     "GymnaxEnv",
     "GymnaxEnvState",
     "GymnaxExportState",
+    "GymnaxParams",
     "JumanjiEnv",
     "MJXAdapter",
     "NoParams",

@@ -276,6 +276,16 @@ class GymnaxAdapter:
         """gymnax's name of the environment."""
         return str(self.env.name)
 
+    @property
+    def episode_length(self) -> int | None:
+        """gymnax's `max_steps_in_episode` of the default params (the env truncates there),
+        or None where the params have none or it is not a concrete int."""
+        limit = getattr(self.params, "max_steps_in_episode", None)
+        try:
+            return int(limit) if limit is not None else None
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            return None
+
     def _reset_info(self, key: KeyArray, gymnax_state: PyTree, params: PyTree) -> dict[str, Any]:
         """Zeros shaped like `step_env`'s info (its keys and dtypes), `discount` = 1."""
 

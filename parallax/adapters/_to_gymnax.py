@@ -3,10 +3,16 @@
 - `to_gymnax(env)`: the export, a `GymnaxEnv`.
 - `GymnaxEnv`: a subclass of gymnax's `Environment` that runs a Parallax env.
 - `GymnaxExportState`: its gymnax state, the Parallax `State` (with gymnax's `time`).
+- `GymnaxParams`: its params, gymnax's convention: the env's own params and
+  `max_steps_in_episode`.
 - `NoParams`: the empty params pytree of envs that take no params.
 - `to_gymnax_space`: a Parallax space as a gymnax space (Discrete, Box, Dict, Tuple).
 
-The interface is gymnax 1.0.1's:
+The interface is that of the gymnax installed: 1.0.x (the `gymnax` extra's pin) or
+0.0.x (what rejax 0.1.3 and other gymnax 0.0.x code is written for). Under 0.0.x `step`
+returns gymnax 0.0.x's five values, `(obs, state, reward, done, info)` with `done =
+terminated | truncated`, and `step_env` returns `done` as its fourth value; everything
+else below holds for both. Under 1.0.x:
 
 - `reset(key, params=None) -> (obs, state)`;
 - `step(key, state, action, params=None) -> (obs, state, reward, terminated, truncated,
@@ -32,10 +38,16 @@ is compiled away (splitting a threefry key per env and step cost the export abou
 speed). The state's `key` is stored as a raw uint32 key (`jax.random.key_data` of a typed
 one), gymnax's convention, so gymnax code that maps casts over its state works.
 
-Params. An env whose `reset` and `step` accept `params=` (the finance envs) has them as
-gymnax's params: `default_params` is `env.params`, and `reset(key, p)` / `step(key, s, a, p)`
-pass `p` on, so `jax.vmap` over a batch of params works (pass the same params to `step` as
-to `reset`). Any other env gets the empty pytree `NoParams()`.
+Params. `default_params` is a `GymnaxParams`: `env_params`, the env's own params where its
+`reset` and `step` accept `params=` (the finance envs; `NoParams()` for any other env), and
+`max_steps_in_episode`, the field every gymnax `EnvParams` has (rejax, gymnax's evaluation
+helpers and PureJaxRL-style code read it): the episode length the stack declares (a
+`TimeLimit`'s `max_steps`, a finance env's `episode_length` / `n_steps`, a gymnax env's
+own), or `None` where none is declared (wrap the env in `TimeLimit`). It is static (pytree
+metadata), so a `vmap` over params never batches it. The env's params read through
+(`params.sigma`) and `params.replace(sigma=...)` replaces them. `reset(key, p)` /
+`step(key, s, a, p)` take a `GymnaxParams` or the env's own params and pass them on, so
+`jax.vmap` over a batch of params works (pass the same params to `step` as to `reset`).
 
 A finance env walking a history sequentially (`reset_uses_previous`) gets the finished
 episode's state in the auto-reset of `step`, so the walk continues as under Parallax's
@@ -44,8 +56,10 @@ episode's state in the auto-reset of `step`, so the walk continues as under Para
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.metadata
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from typing import Any
 
@@ -57,11 +71,18 @@ from jaxtyping import Array, PyTree
 from .._core import State
 from .._spaces import Box, Discrete, PyTreeSpace, Space
 from .._wrappers.autoreset import next_episode_key, reset_uses_previous
-from .._wrappers.base import unwrap_layers
+from .._wrappers.base import episode_length, unwrap_layers
 from ._common import raw_key
 from ._imports import require
 
-__all__ = ["GymnaxEnv", "GymnaxExportState", "NoParams", "to_gymnax", "to_gymnax_space"]
+__all__ = [
+    "GymnaxEnv",
+    "GymnaxExportState",
+    "GymnaxParams",
+    "NoParams",
+    "to_gymnax",
+    "to_gymnax_space",
+]
 
 _EXPORT_KEYS = (
     "discount",
@@ -81,6 +102,65 @@ def _gymnax(needed_by: str) -> Any:
 @dataclass(frozen=True)
 class NoParams:
     """The params of an exported env that takes none: an empty pytree (vmaps as nothing)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class GymnaxParams:
+    """The gymnax params of an exported env: the env's own params and gymnax's
+    `max_steps_in_episode` (static: never traced, never batched).
+
+    Attribute reads that are not its own go to `env_params` (`params.sigma`), and
+    `replace` takes either kind of field: `params.replace(sigma=0.5)` replaces the env's
+    `sigma`, `params.replace(max_steps_in_episode=10)` the limit.
+    """
+
+    env_params: PyTree = field(default_factory=NoParams)
+    """The env's own params (`env.params`), or `NoParams()` for an env that takes none."""
+    max_steps_in_episode: int | None = field(default=None, metadata={"static": True})
+    """The longest an episode can run (`None`: the env declares no limit)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "env_params" not in self.__dict__:
+            raise AttributeError(name)
+        try:
+            return getattr(self.__dict__["env_params"], name)
+        except AttributeError:
+            raise AttributeError(
+                f"GymnaxParams has no attribute {name!r} (nor do its env_params, "
+                f"{type(self.__dict__['env_params']).__name__})"
+            ) from None
+
+    def replace(self, **changes: Any) -> GymnaxParams:
+        """A copy with `changes`: its own fields, and the env params' fields."""
+        own = {k: changes.pop(k) for k in ("env_params", "max_steps_in_episode") if k in changes}
+        inner = own.pop("env_params", self.env_params)
+        if changes:
+            if hasattr(inner, "replace"):
+                inner = inner.replace(**changes)
+            elif dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+                inner = dataclasses.replace(inner, **changes)
+            else:
+                raise TypeError(
+                    f"GymnaxParams.replace: {sorted(changes)} are not fields of "
+                    f"{type(inner).__name__}"
+                )
+        return dataclasses.replace(self, env_params=inner, **own)
+
+
+def _env_params(params: Any) -> Any:
+    """The env's own params, from a `GymnaxParams` or as given."""
+    return params.env_params if isinstance(params, GymnaxParams) else params
+
+
+@cache
+def _legacy_step_api() -> bool:
+    """Whether the installed gymnax is a 0.0.x (a five-value `step` with one `done`)."""
+    try:
+        version = importlib.metadata.version("gymnax")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - gymnax from source
+        return False
+    return version.split(".")[0] == "0"
 
 
 @jax.tree_util.register_dataclass
@@ -139,6 +219,8 @@ def _convert(space: Any, gymnax_spaces: Any, where: str) -> Any:
                 f"to_gymnax: {where} is Discrete({space.n}) of dtype {dtype}; gymnax's "
                 "Discrete takes int32 or int64 only"
             )
+        if _legacy_step_api():  # gymnax 0.0.x's Discrete takes no dtype (it holds jnp.int_)
+            return gymnax_spaces.Discrete(space.n)
         return gymnax_spaces.Discrete(space.n, dtype=dtype)
     if isinstance(space, Box):
         dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
@@ -159,12 +241,31 @@ def _convert(space: Any, gymnax_spaces: Any, where: str) -> Any:
 
 
 # -- the environment --------------------------------------------------------------------------
-def _accepts(method: Any, name: str) -> bool:
+def _accepts(method: Any, name: str, *, forwarded: bool = False) -> bool:
+    """Whether `method` takes the keyword `name` (or, with `forwarded`, any keyword)."""
     try:
         parameters = inspect.signature(method).parameters
     except (TypeError, ValueError):
         return False
+    if forwarded and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
     return name in parameters
+
+
+def _takes_params(env: Any) -> bool:
+    """Whether `params=` reaches the innermost env: it takes them, and every wrapper above
+    it passes them on (a wrapper's `reset(*, key, **kwargs)` forwards them)."""
+    layers = unwrap_layers(env)
+    inner = layers[-1]
+    if getattr(env, "params", None) is None:
+        return False
+    if not (_accepts(inner.reset, "params") and _accepts(inner.step, "params")):
+        return False
+    return all(
+        _accepts(layer.reset, "params", forwarded=True)
+        and _accepts(layer.step, "params", forwarded=True)
+        for layer in layers[:-1]
+    )
 
 
 def _discount(termination: Array) -> Array:
@@ -201,20 +302,20 @@ def _make_environment_class() -> type:
                     f"{type(inner).__name__} (gymnax has no multi-agent interface)"
                 )
             self.env = env
-            self.takes_params = (
-                getattr(env, "params", None) is not None
-                and _accepts(env.reset, "params")
-                and _accepts(env.step, "params")
-            )
+            self.takes_params = _takes_params(env)
             self._reads_previous = reset_uses_previous(env)
+            self._legacy = _legacy_step_api()
+            self._max_steps = episode_length(env)
             self._observation_space = _convert_named(env.observation_space, "observation_space")
             self._action_space = _convert_named(env.action_space, "action_space")
 
         # -- gymnax's interface --------------------------------------------------------------
         @property
-        def default_params(self) -> Any:
-            """`env.params` for an env that takes params, else `NoParams()`."""
-            return self.env.params if self.takes_params else NoParams()
+        def default_params(self) -> GymnaxParams:
+            """`GymnaxParams(env.params or NoParams(), max_steps_in_episode)` (see the
+            module)."""
+            own = self.env.params if self.takes_params else NoParams()
+            return GymnaxParams(env_params=own, max_steps_in_episode=self._max_steps)
 
         @property
         def name(self) -> str:
@@ -253,7 +354,7 @@ def _make_environment_class() -> type:
             """One transition of the env (no auto-reset); `key` is unused (see the module)."""
             del key  # the env draws from the key in its own state
             if self.takes_params:
-                stepped = self.env.step(state.parallax_state, action, params=params)
+                stepped = self.env.step(state.parallax_state, action, params=_env_params(params))
             else:
                 stepped = self.env.step(state.parallax_state, action)
             clash = sorted(set(stepped.info) & set(_EXPORT_KEYS))
@@ -269,22 +370,25 @@ def _make_environment_class() -> type:
                 "truncation": stepped.truncation,
             }
             next_state = GymnaxExportState(parallax_state=self._raw(stepped))
-            return stepped.observation, next_state, stepped.reward, stepped.termination, info
+            ended = stepped.termination
+            if self._legacy:  # gymnax 0.0.x: one `done`, truncation included
+                ended = jnp.logical_or(stepped.termination, stepped.truncation)
+            return stepped.observation, next_state, stepped.reward, ended, info
 
         @partial(jax.jit, static_argnames=("self",))
         def step(
             self, key: Any, state: GymnaxExportState, action: Any, params: Any = None
-        ) -> tuple[PyTree, GymnaxExportState, Array, Array, Array, dict[str, Any]]:
+        ) -> tuple[Any, ...]:
             """gymnax's `step`: one transition, then gymnax's auto-reset when it ended.
 
             `key` is unused: the next episode's key is `next_episode_key` of the finished
-            one (see the module).
+            one (see the module). Returns `(obs, state, reward, terminated, truncated,
+            info)`, or under gymnax 0.0.x `(obs, state, reward, done, info)`.
             """
             if params is None:
                 params = self.default_params
-            obs_step, state_step, reward, terminated, info = self.step_env(
-                key, state, action, params
-            )
+            obs_step, state_step, reward, _, info = self.step_env(key, state, action, params)
+            terminated = state_step.parallax_state.termination
             truncated = self.is_truncated(state_step, params)
             done = jnp.logical_or(terminated, truncated)
             finished = state_step.parallax_state
@@ -298,6 +402,8 @@ def _make_environment_class() -> type:
                 "truncated": truncated,
                 "final_observation": obs_step,
             }
+            if self._legacy:
+                return obs, next_state, reward, done, info
             return obs, next_state, reward, terminated, truncated, info
 
         def is_truncated(self, state: GymnaxExportState, params: Any) -> Array:
@@ -320,7 +426,7 @@ def _make_environment_class() -> type:
         def _reset(self, key: Any, params: Any, previous: State | None) -> State:
             kwargs: dict[str, Any] = {}
             if self.takes_params:
-                kwargs["params"] = params
+                kwargs["params"] = _env_params(params)
             if previous is not None and self._reads_previous:
                 kwargs["previous"] = previous
             return self._raw(self.env.reset(key=key, **kwargs))
@@ -353,7 +459,8 @@ def __getattr__(name: str) -> Any:
 
 
 def to_gymnax(env: Any) -> Any:
-    """Export a Parallax environment as a gymnax 1.0.1 `Environment` (see the module).
+    """Export a Parallax environment as a gymnax `Environment` (1.0.x, or 0.0.x where that
+    is installed; see the module).
 
     Args:
         env: any single-agent Parallax environment (a `reset` / `step` pair and spaces),

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from .._rollout import rollout
 from .._validate import positive_int
-from .._wrappers.base import unwrap_layers
+from .._wrappers.base import episode_length
 from .._wrappers.vmap import VmapWrapper
 from ._metrics import (
     _check_finite,
@@ -135,24 +136,25 @@ class EpisodeReport(Mapping[str, np.ndarray]):
         return f"EpisodeReport(num_episodes={self.num_episodes}, columns={list(self._columns)})"
 
 
-def episode_length(env: Any) -> int | None:
-    """The longest an episode of `env` can run: the smallest of a `TimeLimit`'s `max_steps`
-    and the env's own `episode_length` / `n_steps`, or None when none is declared."""
-    limits: list[int] = []
-    for layer in unwrap_layers(env):
-        for name in ("max_steps", "episode_length", "n_steps"):
-            value = layer.__dict__.get(name, None)
-            if value is None:
-                value = getattr(type(layer), name, None)
-                value = getattr(layer, name, None) if isinstance(value, property) else None
-            if isinstance(value, int) and not isinstance(value, bool):
-                limits.append(value)
-    return min(limits) if limits else None
+def _key_state_policy(policy: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """`policy` as `policy(key, state)`: a policy that takes exactly one positional
+    argument (the finance baselines, `almgren_chriss_policy(env)`) is called with the state
+    alone; any other is called with the key and the state."""
+    try:
+        parameters = inspect.signature(policy).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a C callable): as given
+        return policy
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return policy
+    if len([p for p in parameters if p.kind in positional]) == 1:
+        return lambda key, state: policy(state)
+    return policy
 
 
 def evaluate(
     env: Any,
-    policy: Callable[[Any, Any], Any],
+    policy: Callable[[Any, Any], Any] | Callable[[Any], Any],
     key: Any,
     num_episodes: int,
     *,
@@ -181,8 +183,9 @@ def evaluate(
     Args:
         env: a single (unbatched) environment without auto-reset, wrapped or not.
         policy: `policy(key, state) -> actions` over the *batched* state, as for
-            `parallax.rollout` on a vector env (the finance baselines such as
-            `avellaneda_stoikov_policy(env)` work elementwise: `lambda k, s: policy(s)`).
+            `parallax.rollout` on a vector env, or `policy(state) -> actions` (a policy
+            that takes one positional argument is called without the key), so the finance
+            baselines go in as they are: `evaluate(env, almgren_chriss_policy(env), ...)`.
         key: a PRNG key.
         num_episodes: positive int, the number of episodes (rows of the report).
         num_steps: steps to run; by default the env's episode length (`TimeLimit`'s
@@ -214,6 +217,7 @@ def evaluate(
         )
     if not callable(policy):
         raise TypeError(f"evaluate: policy must be callable, got {type(policy).__name__}")
+    policy = _key_state_policy(policy)
     num_episodes = positive_int(num_episodes, "num_episodes", "evaluate")
     if num_steps is None:
         num_steps = episode_length(env)
