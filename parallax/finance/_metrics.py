@@ -94,6 +94,16 @@ def _check_non_negative(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
 
 
+def _check_flag(value: Any, name: str, owner: str) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be True or False, got {value!r}")
+
+
+def _signed(loss: Array, as_loss: bool) -> Array:
+    """`loss` as it is, or as the (negative) return it is; `0 - x` keeps a zero at +0.0."""
+    return loss if as_loss else 0 - loss
+
+
 def _check_level(level: Any) -> None:
     v = _concrete(level)
     if v is not None and not 0.0 < v < 1.0:
@@ -392,16 +402,20 @@ def sharpe_ratio(
     risk_free: ArrayLike = 0.0,
     *,
     where: ArrayLike | None = None,
+    per_period: bool = False,
 ) -> Array:
     """Annualised Sharpe ratio, `mean(e) / std(e, ddof=1) * sqrt(periods_per_year)`.
 
-    `e = r - risk_free / periods_per_year`; 0 when the standard deviation is zero.
+    `e = r - risk_free / periods_per_year`; 0 when the standard deviation is zero
+    (empyrical gives `inf` or NaN there).
 
     Args:
         returns: simple per-period returns, shape `(..., n)`.
-        periods_per_year: periods in a year, positive.
+        periods_per_year: periods in a year, positive (empyrical's `annualization`).
         risk_free: annual simple risk-free rate (0.04 for 4 %), finite.
         where: optional boolean mask of the periods that count.
+        per_period: `risk_free` is a per-period rate, `e = r - risk_free` (empyrical's and
+            quantstats' convention).
 
     Example:
         >>> from parallax.finance import sharpe_ratio
@@ -410,8 +424,11 @@ def sharpe_ratio(
     """
     _check_positive(periods_per_year, "periods_per_year")
     _check_finite(risk_free, "risk_free")
+    _check_flag(per_period, "per_period", "sharpe_ratio")
     x, w = _prepare(returns, where)
-    return _sharpe_ratio(x, w, _scalar(periods_per_year, x.dtype), _scalar(risk_free, x.dtype))
+    ppy = _scalar(periods_per_year, x.dtype)
+    rate = _scalar(risk_free, x.dtype)
+    return _sharpe_ratio(x, w, ppy, rate * ppy if per_period else rate)
 
 
 def sortino_ratio(
@@ -420,11 +437,14 @@ def sortino_ratio(
     target: ArrayLike = 0.0,
     *,
     where: ArrayLike | None = None,
+    per_period: bool = False,
 ) -> Array:
     """Annualised Sortino ratio: mean excess return over the downside deviation.
 
     With `e = r - target / periods_per_year`, the downside deviation is
     `sqrt(mean(min(e, 0)**2))`; with none, `inf` for a positive mean and 0 otherwise.
+    `target` is an annual rate; `per_period=True` takes it per period, `e = r - target`
+    (empyrical's `required_return`).
 
     Example:
         >>> from parallax.finance import sortino_ratio
@@ -433,8 +453,11 @@ def sortino_ratio(
     """
     _check_positive(periods_per_year, "periods_per_year")
     _check_finite(target, "target")
+    _check_flag(per_period, "per_period", "sortino_ratio")
     x, w = _prepare(returns, where)
-    return _sortino_ratio(x, w, _scalar(periods_per_year, x.dtype), _scalar(target, x.dtype))
+    ppy = _scalar(periods_per_year, x.dtype)
+    rate = _scalar(target, x.dtype)
+    return _sortino_ratio(x, w, ppy, rate * ppy if per_period else rate)
 
 
 def drawdown_series(returns: ArrayLike, *, where: ArrayLike | None = None) -> Array:
@@ -451,15 +474,20 @@ def drawdown_series(returns: ArrayLike, *, where: ArrayLike | None = None) -> Ar
     return _drawdown_series(*_prepare(returns, where))
 
 
-def max_drawdown(returns: ArrayLike, *, where: ArrayLike | None = None) -> Array:
-    """Maximum drawdown as a fraction of the running peak, in `[0, 1]`.
+def max_drawdown(
+    returns: ArrayLike, *, where: ArrayLike | None = None, as_loss: bool = True
+) -> Array:
+    """Maximum drawdown as a fraction of the running peak, in `[0, 1]`; with
+    `as_loss=False` as the (negative) return from the peak, in `[-1, 0]`, the sign of
+    empyrical and quantstats.
 
     Example:
         >>> from parallax.finance import max_drawdown
         >>> round(float(max_drawdown([0.1, -0.5, 0.2])), 4)
         0.5
     """
-    return _max_drawdown(*_prepare(returns, where))
+    _check_flag(as_loss, "as_loss", "max_drawdown")
+    return _signed(_max_drawdown(*_prepare(returns, where)), as_loss)
 
 
 def calmar_ratio(
@@ -479,7 +507,11 @@ def calmar_ratio(
 
 
 def value_at_risk(
-    returns: ArrayLike, level: ArrayLike = 0.95, *, where: ArrayLike | None = None
+    returns: ArrayLike,
+    level: ArrayLike = 0.95,
+    *,
+    where: ArrayLike | None = None,
+    as_loss: bool = True,
 ) -> Array:
     """Historical value at risk as a positive loss, `-quantile(r, 1 - level)`.
 
@@ -487,8 +519,11 @@ def value_at_risk(
 
     Args:
         returns: simple per-period returns, shape `(..., n)`.
-        level: confidence level, strictly between 0 and 1.
+        level: confidence level, strictly between 0 and 1 (empyrical's `cutoff` is
+            `1 - level`).
         where: optional boolean mask of the periods that count.
+        as_loss: `False` gives the quantile itself, `quantile(r, 1 - level)` (a negative
+            return for a loss: empyrical's and quantstats' sign).
 
     Example:
         >>> from parallax.finance import value_at_risk
@@ -496,15 +531,21 @@ def value_at_risk(
         0.02
     """
     _check_level(level)
+    _check_flag(as_loss, "as_loss", "value_at_risk")
     x, w = _prepare(returns, where)
-    return _value_at_risk(x, w, _scalar(level, x.dtype))
+    return _signed(_value_at_risk(x, w, _scalar(level, x.dtype)), as_loss)
 
 
 def conditional_value_at_risk(
-    returns: ArrayLike, level: ArrayLike = 0.95, *, where: ArrayLike | None = None
+    returns: ArrayLike,
+    level: ArrayLike = 0.95,
+    *,
+    where: ArrayLike | None = None,
+    as_loss: bool = True,
 ) -> Array:
     """Historical expected shortfall: minus the mean of the returns at or below the
-    `1 - level` quantile (at least `value_at_risk`).
+    `1 - level` quantile (at least `value_at_risk`); `as_loss=False` gives the mean
+    itself (empyrical's and quantstats' sign).
 
     Example:
         >>> from parallax.finance import conditional_value_at_risk
@@ -513,8 +554,9 @@ def conditional_value_at_risk(
         0.03
     """
     _check_level(level)
+    _check_flag(as_loss, "as_loss", "conditional_value_at_risk")
     x, w = _prepare(returns, where)
-    return _conditional_value_at_risk(x, w, _scalar(level, x.dtype))
+    return _signed(_conditional_value_at_risk(x, w, _scalar(level, x.dtype)), as_loss)
 
 
 def hit_rate(returns: ArrayLike, *, where: ArrayLike | None = None) -> Array:
