@@ -161,7 +161,7 @@ def test_docstring_examples_run():
 
 
 def test_exports_name_their_extra_when_the_library_is_missing(monkeypatch):
-    _hide(monkeypatch, *OPTIONAL, "pettingzoo", "jumanji")
+    _hide(monkeypatch, *OPTIONAL, "pettingzoo", "jumanji", "jaxmarl")
     adapters = _fresh_adapters(monkeypatch)
     from parallax.envs import GridWorld, Race
 
@@ -172,9 +172,12 @@ def test_exports_name_their_extra_when_the_library_is_missing(monkeypatch):
         (lambda: adapters.PettingZooEnv(Race()), "pettingzoo"),
         (lambda: adapters.to_jumanji(GridWorld()), "jumanji"),
         (lambda: adapters.JumanjiEnv(GridWorld()), "jumanji"),
+        (lambda: adapters.to_jaxmarl(Race()), "jaxmarl"),
+        (lambda: adapters.JaxMARLAdapter(Race()), "jaxmarl"),
+        (lambda: adapters.to_jaxmarl_space(Race.action_space), "jaxmarl"),
     ]
     for build, extra in cases:
         with pytest.raises(ImportError, match=rf"pip install \"parallax-rl\[{extra}\] @ git\+"):
             build()
-    for name in (*OPTIONAL, "pettingzoo", "jumanji"):
+    for name in (*OPTIONAL, "pettingzoo", "jumanji", "jaxmarl"):
         assert sys.modules[name] is None  # nothing imported them

@@ -5,6 +5,8 @@ In (each a Parallax environment: pure `reset` / `step`, typed `State`, spaces):
 - `GymnaxAdapter`: a gymnax environment (extra `gymnax`).
 - `BraxAdapter`: a brax environment, its training wrappers stripped (extra `brax`).
 - `MJXAdapter`: a MuJoCo Playground environment (extra `mjx`).
+- `JaxMARLAdapter`: a JaxMARL multi-agent environment (MPE, ...), as `MARLState`s (extra
+  `jaxmarl`).
 
 Out (any Parallax environment, for the trainers people already run):
 
@@ -16,9 +18,11 @@ Out (any Parallax environment, for the trainers people already run):
   wrappers and trainers (extra `brax`).
 - `to_pettingzoo`: a multi-agent env as a PettingZoo `ParallelEnv` (extra `pettingzoo`).
 - `to_jumanji`: a Jumanji `Environment` (extra `jumanji`).
+- `to_jaxmarl`: a multi-agent env as a JaxMARL `MultiAgentEnv` (extra `jaxmarl`).
 
-Also: `from_gymnax_space`, `to_gymnasium_space`, `to_gymnax_space`, and the state types
-`GymnaxEnvState`, `GymnaxExportState`, `BraxPipelineState`, and the export's params
+Also: `from_gymnax_space`, `to_gymnasium_space`, `to_gymnax_space`, `from_jaxmarl_space`,
+`to_jaxmarl_space`, and the state types `GymnaxEnvState`, `GymnaxExportState`,
+`BraxPipelineState`, `JaxMARLExportState`, and the export's params
 `GymnaxParams` / `NoParams`.
 
 Importing this package never imports an optional library. The adapters import theirs when
@@ -37,6 +41,8 @@ from ._brax import BraxAdapter as BraxAdapter
 from ._gymnax import GymnaxAdapter as GymnaxAdapter
 from ._gymnax import GymnaxEnvState as GymnaxEnvState
 from ._gymnax import from_gymnax_space as from_gymnax_space
+from ._jaxmarl import JaxMARLAdapter as JaxMARLAdapter
+from ._jaxmarl import from_jaxmarl_space as from_jaxmarl_space
 from ._mjx import MJXAdapter as MJXAdapter
 from ._to_brax import BraxPipelineState as BraxPipelineState
 from ._to_brax import to_brax as to_brax
@@ -45,6 +51,9 @@ from ._to_gymnax import GymnaxParams as GymnaxParams
 from ._to_gymnax import NoParams as NoParams
 from ._to_gymnax import to_gymnax as to_gymnax
 from ._to_gymnax import to_gymnax_space as to_gymnax_space
+from ._to_jaxmarl import JaxMARLExportState as JaxMARLExportState
+from ._to_jaxmarl import to_jaxmarl as to_jaxmarl
+from ._to_jaxmarl import to_jaxmarl_space as to_jaxmarl_space
 
 if TYPE_CHECKING:
     from ._gymnasium import GymnasiumEnv as GymnasiumEnv
@@ -55,6 +64,7 @@ if TYPE_CHECKING:
     from ._pettingzoo import PettingZooEnv as PettingZooEnv
     from ._pettingzoo import to_pettingzoo as to_pettingzoo
     from ._to_gymnax import GymnaxEnv as GymnaxEnv
+    from ._to_jaxmarl import JaxMARLEnv as JaxMARLEnv
 
 __all__ = [
     "BraxAdapter",
@@ -66,15 +76,21 @@ __all__ = [
     "GymnaxEnvState",
     "GymnaxExportState",
     "GymnaxParams",
+    "JaxMARLAdapter",
+    "JaxMARLEnv",
+    "JaxMARLExportState",
     "JumanjiEnv",
     "MJXAdapter",
     "NoParams",
     "PettingZooEnv",
     "from_gymnax_space",
+    "from_jaxmarl_space",
     "to_brax",
     "to_gymnasium_space",
     "to_gymnax",
     "to_gymnax_space",
+    "to_jaxmarl",
+    "to_jaxmarl_space",
     "to_jumanji",
     "to_pettingzoo",
 ]
@@ -88,6 +104,7 @@ _LAZY = {
     "to_pettingzoo": ("._pettingzoo", "pettingzoo"),
     "JumanjiEnv": ("._jumanji", "jumanji"),
     "GymnaxEnv": ("._to_gymnax", "gymnax"),  # a gymnax subclass, built on first access
+    "JaxMARLEnv": ("._to_jaxmarl", "jaxmarl"),  # a JaxMARL subclass, likewise
     "to_jumanji": ("._jumanji", "jumanji"),
 }
 

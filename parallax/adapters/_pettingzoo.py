@@ -36,8 +36,8 @@ import jax
 import numpy as np
 
 from .._core import MARLState
-from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace
 from .._wrappers.base import is_vector_env
+from ._agents import agent_names, agent_space
 from ._gymnasium import (
     HostPacker,
     ObservationCodec,
@@ -51,38 +51,6 @@ from ._imports import require
 _pettingzoo = require("pettingzoo", extra="pettingzoo", needed_by="PettingZooEnv")
 
 __all__ = ["PettingZooEnv", "to_pettingzoo"]
-
-
-def _is_leaf_space(x: Any) -> bool:
-    return isinstance(x, Discrete | Box | MultiDiscrete | MultiBinary)
-
-
-def agent_space(space: Any, i: int, num_agents: int) -> Any:
-    """Agent `i`'s own Parallax space, from the stacked space (leading `num_agents` axis)."""
-    if isinstance(space, PyTreeSpace):
-        return PyTreeSpace(
-            jax.tree.map(
-                lambda s: agent_space(s, i, num_agents), space.spaces, is_leaf=_is_leaf_space
-            )
-        )
-    shape = tuple(space.shape) if _is_leaf_space(space) else ()
-    if not shape or shape[0] != num_agents:
-        raise TypeError(
-            f"PettingZooEnv: a multi-agent space must lead with num_agents={num_agents} "
-            f"(stack_space(per_agent_space, num_agents)), got {space!r}"
-        )
-    if isinstance(space, Discrete):
-        return Discrete(space.n, shape[1:], space.dtype)
-    if isinstance(space, Box):
-        return Box(space.low[i], space.high[i], shape[1:], space.dtype)
-    if isinstance(space, MultiDiscrete):
-        nvec = np.asarray(space.nvec)[i]
-        if nvec.ndim == 0:
-            return Discrete(int(nvec), (), space.dtype)
-        return MultiDiscrete(nvec, space.dtype)
-    if len(shape) == 1:  # MultiBinary with one bit per agent
-        return Discrete(2, (), space.dtype)
-    return MultiBinary(shape[1:])
 
 
 class PettingZooEnv(_pettingzoo.ParallelEnv):  # type: ignore[misc, name-defined]
@@ -140,11 +108,17 @@ class PettingZooEnv(_pettingzoo.ParallelEnv):  # type: ignore[misc, name-defined
         num_agents = int(shapes.agents.active.shape[0])
         self.env = env
         self.render_mode = None
-        self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
+        self.possible_agents = agent_names(num_agents)
         self.agents: list[str] = []
         self._slot = {name: i for i, name in enumerate(self.possible_agents)}
-        obs_specs = [agent_space(env.observation_space, i, num_agents) for i in range(num_agents)]
-        act_specs = [agent_space(env.action_space, i, num_agents) for i in range(num_agents)]
+        obs_specs = [
+            agent_space(env.observation_space, i, num_agents, owner="PettingZooEnv")
+            for i in range(num_agents)
+        ]
+        act_specs = [
+            agent_space(env.action_space, i, num_agents, owner="PettingZooEnv")
+            for i in range(num_agents)
+        ]
         self.observation_spaces = {
             a: to_gymnasium_space(s) for a, s in zip(self.possible_agents, obs_specs)
         }
