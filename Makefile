@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean clients
+.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean clients clients-brax
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,3 +79,22 @@ $(CLIENTS)/.installed: pyproject.toml
 clients: $(CLIENTS)/.installed
 	$(CLIENTS)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients \
 		-o filterwarnings=ignore::DeprecationWarning tests/clients
+
+# brax's own trainer, `brax.training.agents.ppo.train`, in a virtual environment of its own
+# (`.venv-brax`, the `brax-train` extra): brax 0.14.2 calls `jax.device_put_replicated`, which
+# JAX 0.10 removed, so it runs on JAX 0.9.2 (tests/clients_brax; see its docstring), with the
+# main suite's brax export tests and import tests on that JAX. Warnings stay errors
+# (pyproject's filters), except the deprecation warning of `device_put_replicated` itself.
+# `.ci/run` runs it after `make clients`.
+CLIENTS_BRAX := .venv-brax
+$(CLIENTS_BRAX)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CLIENTS_BRAX)
+	( $(CLIENTS_BRAX)/bin/python -m pip install --quiet uv && \
+	  $(CLIENTS_BRAX)/bin/uv pip install --quiet --python $(CLIENTS_BRAX)/bin/python -e ".[brax-train]" ) || \
+	$(CLIENTS_BRAX)/bin/python -m pip install --quiet -e ".[brax-train]"
+	touch $@
+
+clients-brax: $(CLIENTS_BRAX)/.installed
+	$(CLIENTS_BRAX)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients_brax \
+		-W "ignore:jax.device_put_replicated is deprecated:DeprecationWarning" \
+		tests/clients_brax tests/test_export_brax.py tests/test_adapters_imports.py

@@ -82,7 +82,7 @@ def _strict_jax(request: pytest.FixtureRequest):
 _MAPS = pathlib.Path("/proc/self/maps")
 # tests/clients runs in a virtual environment of its own (`make clients`: rejax needs gymnax
 # 0.0.x, this suite gymnax 1.0), so this suite does not collect it
-collect_ignore = ["clients"]
+collect_ignore = ["clients", "clients_brax"]
 
 _MAX_MAPPINGS = 20_000
 

@@ -414,7 +414,8 @@ def test_brax_ppo_trains_on_the_export():
     ):
         pytest.skip(
             "brax's ppo.train calls jax.device_put_replicated, which this JAX removed (brax "
-            "0.14.2 with JAX >= 0.10; fixed on brax's main branch after 0.14.2)"
+            "0.14.2 with JAX >= 0.10; fixed on brax's main branch after 0.14.2); `make "
+            "clients-brax` runs it on JAX 0.9.2 (.venv-brax, tests/clients_brax)"
         )
     env = to_brax(parallax.make("OptimalExecution-v0", n_steps=5))
     _, _, metrics = ppo.train(

@@ -10,9 +10,14 @@ this folder (`tests/conftest.py`), and this folder does not read the main confte
 The thresholds: PPO and SAC on `OptimalExecution-v0` reach within 10% of the
 Almgren-Chriss schedule's mean return; PQN on `GridWorld-v0` and `Trading-v0` clearly beats
 the uniform random policy (both measured here, by rejax's own evaluation where it applies).
-rejax's PPO and SAC do not normalise rewards, and OptimalExecution-v0's are about -12 per
-step, so its rewards are scaled by `TransformReward` (a Parallax wrapper; linear, so the
-comparison with Almgren-Chriss, evaluated on the same scaled env, is unchanged).
+OptimalExecution-v0's rewards are about -12 per step; they are scaled by `TransformReward`
+(a Parallax wrapper; linear, so the comparison with Almgren-Chriss, evaluated on the same
+scaled env, is unchanged) rather than by rejax's running reward normalisation, which
+would leave the numbers rejax reports in other units than Almgren-Chriss's.
+
+PPO's return on this env moves by a few percent from seed to seed (measured on seeds 0-2
+with 64 envs: 0-10% from Almgren-Chriss; one run landed on the 10% line): 128 envs and 8
+minibatches per epoch steady it (seeds 0-2: 7.4%, 9.0% and 4.6%); the test runs seed 0.
 """
 
 from __future__ import annotations
@@ -106,10 +111,10 @@ def test_ppo_on_optimal_execution_reaches_almgren_chriss(almgren_chriss_return):
         env_params=env.default_params,
         total_timesteps=1_600_000,
         eval_freq=400_000,
-        num_envs=64,
+        num_envs=128,
         num_steps=25,
         num_epochs=4,
-        num_minibatches=4,
+        num_minibatches=8,
         learning_rate=1e-3,
         gamma=1.0,
         ent_coef=0.0,
