@@ -454,7 +454,7 @@ def test_flow_pack_places_and_tags_match_numpy() -> None:
     # the flow's loop reads each order's place in priority (price, then id) from `_pack`,
     # and finds the cancelled background order by its arrival rank (tag = rank + 1;
     # an agent's order: -1 - owner; an empty slot: 0)
-    from parallax.finance._lob._flow import _owner, _pack
+    from parallax.finance._lob._flow_state import _owner, _pack
 
     rng = np.random.default_rng(7)
     n_books, capacity = 12, 20

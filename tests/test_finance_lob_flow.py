@@ -34,7 +34,7 @@ from parallax.finance._lob import (
     run_flow,
     warm_up,
 )
-from parallax.finance._lob._flow import (
+from parallax.finance._lob._flow_draws import (
     _exponential_from_uniform,
     _size_from_table,
     _size_from_uniform,
@@ -322,10 +322,14 @@ def test_default_flow_in_float32_never_overflows_and_matches_sekai_in_distributi
 def test_docstring_examples() -> None:
     import doctest
 
-    from parallax.finance._lob import _flow
+    from parallax.finance._lob import _flow, _flow_bounds, _flow_params
 
-    result = doctest.testmod(_flow, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
+    attempted = 0
+    for module in (_flow, _flow_bounds, _flow_params):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 11  # the examples of the flow before it was split
 
 
 def test_truncation_is_flagged() -> None:

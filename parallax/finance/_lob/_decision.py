@@ -27,7 +27,7 @@ import numpy as np
 from jax import lax
 
 from ._book import ASK, BID, Book, _match, _sums, cancel
-from ._flow import FlowStats
+from ._flow_params import FlowStats
 
 __all__ = [
     "AGENT",

@@ -44,14 +44,10 @@ from ._decision import (
     log_flow_trades,
     new_account,
 )
-from ._flow import (
-    FLOW_SLOTS,
-    FlowParams,
-    default_capacity,
-    default_max_events,
-    run_flow,
-    warm_up,
-)
+from ._flow import run_flow, warm_up
+from ._flow_bounds import default_capacity, default_max_events
+from ._flow_draws import FLOW_SLOTS
+from ._flow_params import FlowParams
 from ._obs import observation_space, observe
 
 __all__ = [

@@ -26,7 +26,9 @@ from .._validation import finite_array, finite_number
 from ._book import Book
 from ._decision import Account, TradeLog, book_mid2, empty_log, log_flow_trades
 from ._env import BookSettings, LimitOrderBookParams, _static_int
-from ._flow import FLOW_SLOTS, FlowParams, run_flow, warm_up
+from ._flow import run_flow, warm_up
+from ._flow_draws import FLOW_SLOTS
+from ._flow_params import FlowParams
 from ._market_clock import divide, due, schedule
 from ._market_decision import apply_trader_decision, new_accounts
 from ._obs import agent_row, observation_space, shared_rows
