@@ -125,6 +125,16 @@ JOBS: dict[str, list[str]] = {
         "--json",
         "{out}",
     ],
+    # the book alone: process_messages against JAX-LOB's book on the same message streams
+    # (B = 1, 64, 1024 books x 500 messages; lob_messages_speed.py, _jaxlob.py)
+    "lob_messages_speed": [
+        PY,
+        "benchmarks/lob_messages_speed.py",
+        "--rounds",
+        "3",
+        "--json",
+        "{out}",
+    ],
     # why our rollouts vary from call to call: XLA's CPU pool hands them between threads
     "thread_handoffs": [
         PY,
