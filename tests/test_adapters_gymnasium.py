@@ -385,9 +385,9 @@ def test_example_random_policy_evaluation(capsys):
 def test_docstring_examples_run():
     import doctest
 
-    from parallax.adapters import _gymnasium
+    from parallax.adapters import _gymnasium, _gymnasium_spaces, _gymnasium_vector
 
-    for module in (_gymnasium,):
+    for module in (_gymnasium, _gymnasium_spaces, _gymnasium_vector):
         result = doctest.testmod(
             module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
         )

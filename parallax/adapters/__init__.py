@@ -57,8 +57,8 @@ from ._to_jaxmarl import to_jaxmarl_space as to_jaxmarl_space
 
 if TYPE_CHECKING:
     from ._gymnasium import GymnasiumEnv as GymnasiumEnv
-    from ._gymnasium import GymnasiumVectorEnv as GymnasiumVectorEnv
-    from ._gymnasium import to_gymnasium_space as to_gymnasium_space
+    from ._gymnasium_spaces import to_gymnasium_space as to_gymnasium_space
+    from ._gymnasium_vector import GymnasiumVectorEnv as GymnasiumVectorEnv
     from ._jumanji import JumanjiEnv as JumanjiEnv
     from ._jumanji import to_jumanji as to_jumanji
     from ._pettingzoo import PettingZooEnv as PettingZooEnv
@@ -98,8 +98,8 @@ __all__ = [
 # name -> (module, the extra whose library it needs); resolved on first access
 _LAZY = {
     "GymnasiumEnv": ("._gymnasium", "gymnasium"),
-    "GymnasiumVectorEnv": ("._gymnasium", "gymnasium"),
-    "to_gymnasium_space": ("._gymnasium", "gymnasium"),
+    "GymnasiumVectorEnv": ("._gymnasium_vector", "gymnasium"),
+    "to_gymnasium_space": ("._gymnasium_spaces", "gymnasium"),
     "PettingZooEnv": ("._pettingzoo", "pettingzoo"),
     "to_pettingzoo": ("._pettingzoo", "pettingzoo"),
     "JumanjiEnv": ("._jumanji", "jumanji"),

@@ -33,7 +33,7 @@ import numpy as np
 from .._core import MARLState, State
 from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace
 from .._wrappers.base import is_vector_env
-from ._gymnasium import check_parallax_env
+from ._gymnasium_host import check_parallax_env
 from ._imports import require
 
 _jumanji = require("jumanji", extra="jumanji", needed_by="JumanjiEnv")

@@ -38,14 +38,14 @@ import numpy as np
 from .._core import MARLState
 from .._wrappers.base import is_vector_env
 from ._agents import agent_names, agent_space
-from ._gymnasium import (
+from ._gymnasium_host import (
     HostPacker,
     ObservationCodec,
     action_encoder,
     check_parallax_env,
     seed_to_int,
-    to_gymnasium_space,
 )
+from ._gymnasium_spaces import to_gymnasium_space
 from ._imports import require
 
 _pettingzoo = require("pettingzoo", extra="pettingzoo", needed_by="PettingZooEnv")

@@ -91,7 +91,7 @@ def structured_spaces(
     """Run the rung-7 rules (see the module docstring), appending to `report`."""
     import gymnasium
 
-    from ..adapters._gymnasium import to_gymnasium_space
+    from ..adapters._gymnasium_spaces import to_gymnasium_space
 
     count = 0
     for name in ("observation_space", "action_space"):
