@@ -6,7 +6,8 @@
 - `OptimalExecutionEnv` (`OptimalExecution-v0`): liquidate a block of shares under impact.
 - `LimitOrderBookEnv` (`LimitOrderBook-v0`) and `LimitOrderBookMarketEnv`
   (`LimitOrderBookMarket-v0`, multi-agent): quote and trade in a price-time-priority book
-  with zero-intelligence background flow (`docs/finance/lob.md`).
+  with zero-intelligence background flow (`docs/finance/lob.md`); `load_lobster` reads a
+  LOBSTER message file and its orderbook file for `lob.process_messages`.
 - `MarketData` (prices, volume, spread, dates) and `market_inputs`, the arrays the envs read
   from it; `SquareRootImpact` and the quoted `SpreadCost()` read its volume and spread.
 - market models (`GBM`, `Heston`, `MertonJumpDiffusion`, `RegimeSwitching`, `GARCH`,
@@ -83,6 +84,7 @@ _LAZY: dict[str, str] = {
     "LimitOrderBookEnv": "._lob",
     "LimitOrderBookParams": "._lob",
     "LimitOrderBookMarketEnv": "._lob",
+    "load_lobster": "._lob._lobster",
     # MarketMaking / OptimalExecution and the closed-form baselines
     "MarketMakingEnv": "._market_making",
     "MarketMakingParams": "._market_making",

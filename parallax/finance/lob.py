@@ -10,6 +10,7 @@ Every function is pure and `jit`/`vmap`/`scan`-able (`docs/finance/lob.md`).
 - message streams (LOBSTER's event types): `process_message`, `process_messages`,
   `MessageResult`, the types `SUBMIT`, `CANCEL`, `DELETE`, `EXECUTE`, `HIDDEN`, `CROSS`,
   `HALT`, `MARKET` and the statuses `OK`, ..., `STATUS_NAMES`.
+- LOBSTER files: `load_lobster(message_file, orderbook_file, levels=...)`, `LobsterData`.
 
 Example:
     >>> from parallax.finance.lob import ASK, BID, add_limit, best_ask, best_bid, empty_book
@@ -34,6 +35,8 @@ from ._lob._book import empty_book as empty_book
 from ._lob._book import market_order as market_order
 from ._lob._book import queue_position as queue_position
 from ._lob._book import submit_order as submit_order
+from ._lob._lobster import LobsterData as LobsterData
+from ._lob._lobster import load_lobster as load_lobster
 from ._lob._messages import BAD_SIDE as BAD_SIDE
 from ._lob._messages import BAD_SIZE as BAD_SIZE
 from ._lob._messages import CANCEL as CANCEL
@@ -80,6 +83,7 @@ __all__ = [
     "UNKNOWN_TYPE",
     "Book",
     "Fills",
+    "LobsterData",
     "MessageResult",
     "add_limit",
     "best_ask",
@@ -88,6 +92,7 @@ __all__ = [
     "cancel_slot",
     "depth_levels",
     "empty_book",
+    "load_lobster",
     "market_order",
     "process_message",
     "process_messages",
