@@ -158,6 +158,12 @@ def env_compiled(model: Any, num_envs: int, steps: int) -> tuple[Any, float]:
     return (lambda: run(state)), float((cost or {}).get("flops", float("nan")))
 
 
+def _ratio(numerator: float, denominator: float) -> float:
+    """`numerator / denominator`, NaN when the denominator is 0: a process's CPU time is
+    counted in clock ticks, so a tiny run (the test's 8 paths x 4 steps) can measure 0."""
+    return float(numerator) / float(denominator) if float(denominator) > 0 else float("nan")
+
+
 def env_pair(
     model: Any, num_envs: int, steps: int, repeats: int
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -202,14 +208,14 @@ def main(argv: list[str] | None = None) -> int:
                     "episode_length": EPISODE_LENGTH,
                     "env_step_s": float(step_s[0]),
                     "env_vs_gbm": float(step_s[0] / base_s[0]),
-                    "env_cpu_vs_gbm": float(step_s[1] / base_s[1]),
+                    "env_cpu_vs_gbm": _ratio(step_s[1], base_s[1]),
                     "env_flops": flops,
                     "env_flops_vs_gbm": flops / base_flops,
                 }
             )
             print(
                 f"{name:20s} Trading-v0 step {step_s[0] * 1e6:9.1f} us  "
-                f"({step_s[0] / base_s[0]:4.2f}x GBM, CPU time {step_s[1] / base_s[1]:4.2f}x)  "
+                f"({step_s[0] / base_s[0]:4.2f}x GBM, CPU time {_ratio(step_s[1], base_s[1]):4.2f}x)  "
                 f"flops {flops / base_flops:4.2f}x GBM  "
                 f"[N={args.num_paths}]",
                 flush=True,
@@ -217,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         timing, base = time_pair(model, args.num_paths, args.steps, args.repeats)
         ratio = timing["step_s"] / base["step_s"]
-        cpu_ratio = timing["step_cpu_s"] / base["step_cpu_s"]
+        cpu_ratio = _ratio(timing["step_cpu_s"], base["step_cpu_s"])
         flops = step_flops(model, args.num_paths)
         flops_ratio = flops / step_flops(pf.GBM(n_assets=n), args.num_paths)
         results.append(

@@ -104,11 +104,17 @@ def child(env_id: str, num_envs: int, steps: int, calls: int, threads: int | Non
         "calls": rows,
         "cpu_ms_per_call": 1e3 * statistics.median(r["cpu_s"] for r in rows),
         "switches_per_step": statistics.median(r["voluntary_switches"] for r in rows) / steps,
-        "steps_per_cpu_second": env_steps / min(r["cpu_s"] for r in rows),
+        "steps_per_cpu_second": _per(env_steps, min(r["cpu_s"] for r in rows)),
         "steps_per_second_best": env_steps / min(r["wall_s"] for r in rows),
         "steps_per_second_median": env_steps / statistics.median(r["wall_s"] for r in rows),
         "busy_threads_last_call": busy,
     }
+
+
+def _per(numerator: float, denominator: float) -> float:
+    """`numerator / denominator`, NaN when the denominator is 0: CPU time is counted in clock
+    ticks, which a tiny run (the test's) may not reach on a coarse clock."""
+    return numerator / denominator if denominator > 0 else float("nan")
 
 
 def _spawn(env_id: str, n: int, steps: int, calls: int, threads: int | None) -> dict[str, Any]:
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = [_spawn(env_id, n, args.steps, args.calls, t) for t in [None, *args.threads]]
             base = rows[0]
             for row in rows:
-                row["cpu_vs_default"] = row["cpu_ms_per_call"] / base["cpu_ms_per_call"]
+                row["cpu_vs_default"] = _per(row["cpu_ms_per_call"], base["cpu_ms_per_call"])
                 label = "default" if row["threads"] is None else f"{row['threads']} thread(s)"
                 print(
                     f"{env_id:20s} N={n:<6d} {label:12s} pool {row['pool_threads']}  "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -190,9 +191,14 @@ def test_thread_handoffs_runs_each_pool_size_in_its_own_process(
     # each child sized XLA's pool as asked (the default: one thread per usable CPU)
     assert one["pool_threads"] == 1
     assert default["pool_threads"] == len(os.sched_getaffinity(0))
-    assert default["cpu_vs_default"] == 1.0
-    assert one["cpu_vs_default"] == one["cpu_ms_per_call"] / default["cpu_ms_per_call"]
+    # CPU time comes in clock ticks: on a coarse clock a call this small may count 0, and the
+    # ratios are then NaN rather than an error
+    if default["cpu_ms_per_call"] > 0:
+        assert default["cpu_vs_default"] == 1.0
+        assert one["cpu_vs_default"] == one["cpu_ms_per_call"] / default["cpu_ms_per_call"]
+    else:
+        assert math.isnan(default["cpu_vs_default"]) and math.isnan(one["cpu_vs_default"])
     for row in (default, one):
         assert len(row["calls"]) == 2 and row["steps"] == 16 and row["num_envs"] == 8
-        assert all(c["cpu_s"] > 0 and c["wall_s"] > 0 for c in row["calls"])
+        assert all(c["cpu_s"] >= 0 and c["wall_s"] > 0 for c in row["calls"])
         assert row["busy_threads_last_call"]  # some thread of the child ran the last call
