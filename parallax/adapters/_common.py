@@ -5,6 +5,7 @@
 - `strong`: the same pytree with every leaf a strongly typed array.
 - `stable_dtypes`: float and integer leaves in JAX's default dtypes (fixed per x64 setting).
 - `like`: cast every leaf of a pytree to the dtype of the matching leaf of another.
+- `select_tree`: one of two pytrees, chosen leaf by leaf by a scalar flag (the exports' auto-reset).
 - `cast_to_space`: cast an observation pytree to the dtypes of its space.
 - `unbounded_space`: an unbounded `Box` (or `PyTreeSpace` of them) from shapes and dtypes.
 - `episode_settings`: resolve and validate `episode_length` / `action_repeat` arguments.
@@ -30,6 +31,7 @@ __all__ = [
     "foreign_numerics",
     "like",
     "raw_key",
+    "select_tree",
     "stable_dtypes",
     "strong",
     "unbounded_space",
@@ -99,6 +101,11 @@ def like(tree: PyTree, template: PyTree) -> PyTree:
     wrapped library returns, e.g., a Python int at reset and an int32 array after a step.
     """
     return jax.tree.map(lambda x, t: jnp.asarray(x).astype(jnp.result_type(t)), tree, template)
+
+
+def select_tree(flag: Array, if_true: PyTree, if_false: PyTree) -> PyTree:
+    """`if_true` where the scalar bool `flag` is set, else `if_false` (`lax.select` per leaf)."""
+    return jax.tree.map(lambda a, b: jax.lax.select(flag, a, b), if_true, if_false)
 
 
 def cast_to_space(observation: PyTree, space: Space) -> PyTree:

@@ -72,7 +72,7 @@ from .._core import State
 from .._spaces import Box, Discrete, PyTreeSpace, Space
 from .._wrappers.autoreset import next_episode_key, reset_uses_previous
 from .._wrappers.base import episode_length, unwrap_layers
-from ._common import raw_key
+from ._common import raw_key, select_tree
 from ._imports import require
 
 __all__ = [
@@ -272,10 +272,6 @@ def _discount(termination: Array) -> Array:
     return jnp.where(termination, jnp.float32(0.0), jnp.float32(1.0))
 
 
-def _select(done: Array, if_done: PyTree, if_not: PyTree) -> PyTree:
-    return jax.tree.map(lambda a, b: jax.lax.select(done, a, b), if_done, if_not)
-
-
 def _make_environment_class() -> type:
     """Build `GymnaxEnv` on gymnax's `Environment` (imported only when first needed)."""
     base = _gymnax("to_gymnax").environments.environment.Environment
@@ -394,8 +390,8 @@ def _make_environment_class() -> type:
             finished = state_step.parallax_state
             key_reset = next_episode_key(finished.key)  # raw in, raw out
             fresh = self._reset(key_reset, params, previous=finished)
-            next_state = _select(done, GymnaxExportState(parallax_state=fresh), state_step)
-            obs = _select(done, fresh.observation, obs_step)
+            next_state = select_tree(done, GymnaxExportState(parallax_state=fresh), state_step)
+            obs = select_tree(done, fresh.observation, obs_step)
             info = {
                 **info,
                 "terminated": terminated,

@@ -60,14 +60,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, PyTree
+from jaxtyping import Array
 
 from .._core import MARLState
 from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace, Space
 from .._wrappers.autoreset import AutoResetWrapper, next_episode_key, reset_uses_previous
 from .._wrappers.base import episode_length, is_vector_env, unwrap_layers
 from ._agents import agent_names, agent_space
-from ._common import raw_key
+from ._common import raw_key, select_tree
 from ._imports import require
 
 __all__ = ["JaxMARLEnv", "JaxMARLExportState", "to_jaxmarl", "to_jaxmarl_space"]
@@ -159,10 +159,6 @@ def _convert(space: Any, jaxmarl_spaces: Any, where: str) -> Any:
 
 
 # -- the environment --------------------------------------------------------------------------
-def _select(done: Array, if_done: PyTree, if_not: PyTree) -> PyTree:
-    return jax.tree.map(lambda a, b: jax.lax.select(done, a, b), if_done, if_not)
-
-
 def _per_agent(value: Array, num_agents: int) -> Array:
     """An info entry as one value per agent (see the module docstring)."""
     value = jnp.asarray(value)
@@ -237,7 +233,6 @@ def _make_environment_class() -> type:
                 raise ValueError(
                     f"to_jaxmarl: the env's info already has {clash}, which the export sets"
                 )
-            self._has_mask = shapes.agents.action_mask is not None
             self._reads_previous = reset_uses_previous(env)
             self.max_steps = episode_length(env)
 
@@ -290,8 +285,8 @@ def _make_environment_class() -> type:
                 finished = stepped.parallax_state
                 fresh = self._reset(next_episode_key(finished.key), previous=finished)
                 reset_state = JaxMARLExportState(parallax_state=fresh)
-            next_state = _select(dones["__all__"], reset_state, stepped)
-            obs = _select(dones["__all__"], self.get_obs(reset_state), obs_step)
+            next_state = select_tree(dones["__all__"], reset_state, stepped)
+            obs = select_tree(dones["__all__"], self.get_obs(reset_state), obs_step)
             return obs, next_state, rewards, dones, infos
 
         def get_obs(self, state: JaxMARLExportState) -> dict[str, Any]:

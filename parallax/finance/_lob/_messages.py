@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._book import BACKGROUND, Book, Fills, submit_order
+from ._book import BACKGROUND, Book, Fills, _clear, submit_order
 
 __all__ = [
     "BAD_SIDE",
@@ -125,15 +125,7 @@ def _no_fills(book: Book, taker_side: jax.Array) -> Fills:
 def _reduce(book: Book, target: jax.Array, amount: jax.Array) -> Book:
     """Take `amount` off the one order where `target`; remove it when nothing is left."""
     size = jnp.where(target, book.size - amount, book.size)
-    valid = book.valid & (size > 0)
-    return dataclasses.replace(
-        book,
-        price=jnp.where(valid, book.price, 0),
-        size=jnp.where(valid, size, 0),
-        owner=jnp.where(valid, book.owner, 0),
-        seq=jnp.where(valid, book.seq, 0),
-        valid=valid,
-    )
+    return _clear(dataclasses.replace(book, size=size), target & (size <= 0))
 
 
 def process_message(book: Book, message: Any, *, tick: int = 1) -> tuple[Book, MessageResult]:
