@@ -247,7 +247,16 @@ def test_float32_costs_are_finite_non_negative_and_sekais(
     assert got == pytest.approx(want, rel=2e-5, abs=1e-30)
 
 
-@pytest.mark.parametrize("name", ["parallax.finance._costs", "parallax.finance._data"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "parallax.finance._costs",
+        "parallax.finance._costs_convert",
+        "parallax.finance._costs_numerics",
+        "parallax.finance._data",
+        "parallax.finance._data_inputs",
+    ],
+)
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

@@ -426,7 +426,14 @@ def test_episode_report_table_and_mean():
         EpisodeReport({"a": np.zeros(2), "b": np.zeros(3)})
 
 
-@pytest.mark.parametrize("name", ["parallax.finance._metrics", "parallax.finance._evaluate"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "parallax.finance._metrics",
+        "parallax.finance._metrics_summary",
+        "parallax.finance._evaluate",
+    ],
+)
 def test_docstring_examples(name):
     import doctest
     import importlib

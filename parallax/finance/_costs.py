@@ -7,11 +7,11 @@
   threshold=1e-6)`, `SquareRootImpact(coefficient=0.5)` (reads `volatility` and `volume`),
   `CompositeCost(models)`: sekai 0.2.0's cost models, with the same formulas, parameter
   checks, missing-value fills and summation order.
-- `fill_from_median(values, fallback)`: sekai's fill of missing inputs (the row's median of
-  the valid values), in JAX.
-- `as_cost_model(x)`: a cost model from a rate, one of ours, or one of sekai's
-  (`sekai.finance.ProportionalCost(...)` and friends are converted).
-- `sum_left_to_right(x)`: the summation order numpy uses for short vectors.
+- `CostContext`: the inputs of one cost call.
+
+Where the rest lives: `fill_from_median` and `sum_left_to_right` (and the parameter checks)
+in `_costs_numerics`; `as_cost_model(x)` (a cost model from a rate, one of ours, or one of
+sekai's) and `check_cost_inputs` in `_costs_convert`.
 
 A cost model is an `equinox.Module`: its numbers (rates, spreads, fees) are pytree leaves, so a
 model can sit in an env's params pytree and be vmapped for domain randomisation; its kind and
@@ -26,7 +26,7 @@ nothing can raise, and a NaN cost is never mistaken for a free trade.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -34,6 +34,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Array
+
+from ._costs_numerics import (
+    _as,
+    _fallback,
+    _non_negative,
+    _non_negative_scalar,
+    fill_from_median,
+    sum_left_to_right,
+)
 
 __all__ = [
     "CompositeCost",
@@ -44,105 +53,7 @@ __all__ = [
     "ProportionalCost",
     "SpreadCost",
     "SquareRootImpact",
-    "as_cost_model",
-    "check_cost_inputs",
-    "fill_from_median",
-    "sum_left_to_right",
 ]
-
-
-def sum_left_to_right(x: Array) -> Array:
-    """Sum over the last axis, adding left to right from 0.0, in a fixed order.
-
-    The order does not depend on the batch shape (a vmapped env sums exactly as a single
-    one), and for fewer than 8 numbers it is numpy's, so float64 results match sekai's
-    bit for bit; numpy sums longer vectors pairwise (a last-ulp difference, within the
-    comparison tolerance). The sum is unrolled, which suits the short vectors of the
-    finance envs (one entry per asset).
-
-    Args:
-        x: float array `(..., n)`.
-
-    Returns:
-        float array `(...)` of the same dtype.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> float(sum_left_to_right(jnp.array([0.1, 0.2, 0.3])))  # doctest: +ELLIPSIS
-        0.6000000...
-    """
-    total = jnp.zeros(x.shape[:-1], x.dtype)
-    for i in range(x.shape[-1]):
-        total = total + x[..., i]
-    return total
-
-
-def _non_negative(name: str, value: Any) -> np.ndarray:
-    """A model parameter as a float64 array; `ValueError` unless finite and >= 0."""
-    try:
-        out = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be finite and non-negative, got {value!r}") from None
-    if not (np.all(np.isfinite(out)) and np.all(out >= 0)):
-        raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
-    return out
-
-
-def _non_negative_scalar(name: str, value: Any) -> np.ndarray:
-    """A scalar model parameter; `TypeError` for arrays, `ValueError` unless finite >= 0."""
-    if np.ndim(value) != 0:
-        raise TypeError(f"{name} must be a single number, got {value!r}")
-    return _non_negative(name, value)
-
-
-def _as(x: Any, like: Array) -> Array:
-    """A parameter leaf in the dtype of `like` (the env's float dtype)."""
-    return jnp.asarray(x, dtype=like.dtype)
-
-
-def _fallback(name: str, value: Any) -> np.ndarray | None:
-    """An optional scalar fallback: None, or a finite number >= 0 (`TypeError` for arrays)."""
-    return None if value is None else _non_negative_scalar(name, value)
-
-
-def fill_from_median(values: ArrayLike, fallback: ArrayLike | None = None) -> tuple[Array, Array]:
-    """sekai's fill of a missing input: the median of the row's valid values.
-
-    A value is valid when it is finite and >= 0 (a zero spread or a flat window's zero
-    volatility is valid and kept). Each invalid value is replaced by the median of the
-    valid values in its row (the last axis): a just-listed asset or a gap in a spread
-    series is then priced like a typical asset, not for free. A row with no valid value
-    takes `fallback`, or NaN when there is none (sekai raises there if the row is traded).
-    The median is `(low + high) / 2` of the two middle values, as numpy computes it, so
-    float64 results equal sekai's.
-
-    Args:
-        values: float `(..., n)` inputs (NaN, infinite or negative where missing).
-        fallback: a number for rows without any valid value, or None.
-
-    Returns:
-        `(filled, missing)`: the filled values `(..., n)` in the dtype of `values`, and the
-        bool `(...)` rows that had no valid value.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> filled, missing = fill_from_median(jnp.array([1e-3, jnp.nan, 3e-3, -1.0]))
-        >>> [round(float(x), 6) for x in filled], bool(missing)
-        ([0.001, 0.002, 0.003, 0.002], False)
-    """
-    values = jnp.asarray(values)
-    ok = jnp.isfinite(values) & (values >= 0)
-    count = jnp.sum(ok, axis=-1)
-    ordered = jnp.sort(jnp.where(ok, values, jnp.inf), axis=-1)
-    top = values.shape[-1] - 1
-    low_at = jnp.clip((count - 1) // 2, 0, top)[..., None]
-    high_at = jnp.clip(count // 2, 0, top)[..., None]
-    low = jnp.take_along_axis(ordered, low_at, axis=-1)[..., 0]
-    high = jnp.take_along_axis(ordered, high_at, axis=-1)[..., 0]
-    missing = count == 0
-    spare = jnp.nan if fallback is None else jnp.asarray(fallback, values.dtype)
-    median = jnp.where(missing, jnp.asarray(spare, values.dtype), (low + high) / 2)
-    return jnp.where(ok, values, median[..., None]), missing
 
 
 class CostContext(eqx.Module):
@@ -538,99 +449,3 @@ class CompositeCost(CostModel):
 
     def __repr__(self) -> str:
         return " + ".join(repr(m) for m in self.models)
-
-
-def _from_sekai(cost: Any) -> CostModel:
-    """One of sekai's cost models as ours."""
-    name = type(cost).__name__
-    if name == "NoCost":
-        return NoCost()
-    if name == "ProportionalCost":
-        return ProportionalCost(cost.rate)
-    if name == "FixedCost":
-        return FixedCost(cost.amount, threshold=cost.threshold)
-    if name == "SpreadCost":
-        if cost.half_spread is None:
-            return SpreadCost(fallback_spread=cost.fallback_spread)
-        return SpreadCost(cost.half_spread)
-    if name == "SquareRootImpact":
-        return SquareRootImpact(cost.coefficient, fallback_volatility=cost.fallback_volatility)
-    if name == "CompositeCost":
-        return CompositeCost([_from_sekai(m) for m in cost.models])
-    raise TypeError(f"unsupported sekai cost model {cost!r}")
-
-
-_FIELD_UNITS = {"volume": "shares traded per step", "spread": "fraction of the price"}
-
-
-def check_cost_inputs(
-    cost: CostModel, *, fields: Collection[str] = (), lookback: int | None = None
-) -> None:
-    """Refuse, at construction, a cost model whose data inputs the price source lacks.
-
-    Args:
-        cost: the cost model.
-        fields: the data fields the source provides (`MarketData.fields`; none for price
-            arrays and simulated markets).
-        lookback: the env's lookback, if it estimates volatility from it (`< 2` gives no
-            estimate, so a model that reads `volatility` is refused).
-
-    Raises:
-        ValueError: a `volume` or `spread` the source lacks, or a volatility with
-            `lookback < 2` (sekai's checks).
-    """
-    for name, unit in _FIELD_UNITS.items():
-        if name in cost.requires and name not in fields:
-            raise ValueError(
-                f"{cost!r} needs a {name!r} data field ({unit}), which this price source does "
-                "not provide (price arrays and simulated markets have none; MarketData(..., "
-                f"{name}=...) does)"
-            )
-    if lookback is not None and lookback < 2 and "volatility" in cost.requires:
-        raise ValueError(
-            f"{cost!r} needs a per-asset volatility estimate, which takes at least 2 returns, "
-            f"but lookback={lookback}; use lookback >= 2"
-        )
-
-
-def as_cost_model(
-    cost: Any,
-    name: str = "transaction_cost",
-    *,
-    fields: Collection[str] = (),
-    lookback: int | None = None,
-) -> CostModel:
-    """A cost model from a rate or a cost model, as sekai's `transaction_cost=` reads it.
-
-    Args:
-        cost: one of our `CostModel`s; a sekai `CostModel` (converted); or an int or float
-            (numpy scalars too, bools excluded), which becomes `ProportionalCost(cost)`.
-        name: the parameter name used in error messages.
-        fields: the data fields the price source provides (`check_cost_inputs`); the
-            default, none, refuses the quoted `SpreadCost()` and `SquareRootImpact`.
-        lookback: the env's lookback, for the volatility check (`check_cost_inputs`).
-
-    Returns:
-        A `CostModel`.
-
-    Raises:
-        ValueError: a negative or non-finite rate, or a model that needs data fields the
-            source lacks.
-        TypeError: anything else (a bool, a string, an array).
-
-    Example:
-        >>> as_cost_model(1e-3)
-        ProportionalCost(0.001)
-    """
-    if isinstance(cost, CostModel) or type(cost).__module__.startswith("sekai."):
-        model = cost if isinstance(cost, CostModel) else _from_sekai(cost)
-        check_cost_inputs(model, fields=fields, lookback=lookback)
-        return model
-    if isinstance(cost, int | float | np.integer | np.floating) and not isinstance(
-        cost, bool | np.bool_
-    ):
-        value = float(cost)
-        if not (np.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {cost!r}")
-        return ProportionalCost(value)
-    raise TypeError(f"{name} must be a CostModel or a non-negative rate, got {cost!r}")

@@ -23,14 +23,9 @@ from .._rollout import rollout
 from .._validate import positive_int
 from .._wrappers.base import episode_length
 from .._wrappers.vmap import VmapWrapper
-from ._metrics import (
-    _check_finite,
-    _check_level,
-    _check_positive,
-    performance_metrics,
-    pnl_metrics,
-    returns_from_equity,
-)
+from ._metrics import returns_from_equity
+from ._metrics_kernels import _check_finite, _check_level, _check_positive
+from ._metrics_summary import performance_metrics, pnl_metrics
 
 __all__ = ["EpisodeReport", "evaluate"]
 

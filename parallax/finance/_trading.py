@@ -19,8 +19,9 @@ from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete
 from ._common import ParamsMethods, check_reset_key, check_step_inputs, resolve_params
-from ._costs import CostModel, as_cost_model
-from ._data import market_inputs
+from ._costs import CostModel
+from ._costs_convert import as_cost_model
+from ._data_inputs import market_inputs
 from ._history import HistoryEnv, as_market_model, check_sources
 from ._market import Market, MarketState, float_dtype, load_prices, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth

@@ -20,7 +20,7 @@ Example:
 from .._project import install_command
 
 try:
-    import optax as _optax  # noqa: F401  (the dependency check; _ppo imports it too)
+    import optax as _optax  # noqa: F401  (the dependency check; _ppo_train imports it too)
 except ModuleNotFoundError as _error:
     if _error.name != "optax":
         raise
@@ -30,22 +30,22 @@ except ModuleNotFoundError as _error:
     ) from _error
 
 from ._ppo import PRESETS as PRESETS
-from ._ppo import ActionHead as ActionHead
 from ._ppo import Config as Config
-from ._ppo import Learner as Learner
-from ._ppo import Progress as Progress
-from ._ppo import actor as actor
-from ._ppo import critic as critic
-from ._ppo import gae as gae
-from ._ppo import init_params as init_params
 from ._ppo import make_env as make_env
 from ._ppo import make_eval_env as make_eval_env
-from ._ppo import make_evaluate as make_evaluate
-from ._ppo import make_learner as make_learner
-from ._ppo import make_train as make_train
 from ._ppo import preset as preset
-from ._ppo import run as run
 from ._ppo import true_action_space as true_action_space
+from ._ppo_evaluate import Progress as Progress
+from ._ppo_evaluate import make_evaluate as make_evaluate
+from ._ppo_evaluate import run as run
+from ._ppo_network import ActionHead as ActionHead
+from ._ppo_network import actor as actor
+from ._ppo_network import critic as critic
+from ._ppo_network import init_params as init_params
+from ._ppo_train import Learner as Learner
+from ._ppo_train import gae as gae
+from ._ppo_train import make_learner as make_learner
+from ._ppo_train import make_train as make_train
 
 __all__ = [
     "PRESETS",
