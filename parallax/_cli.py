@@ -68,10 +68,12 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ._ids import UNSUPPORTED, listed_ids
+    from ._ids import NEEDS_DATA, UNSUPPORTED, listed_ids
 
     for env_id in listed_ids(include_namespaces=not args.no_namespaces):
-        if args.spaces:
+        if args.spaces and env_id in NEEDS_DATA:
+            print(f"{env_id}\n    (needs {NEEDS_DATA[env_id]})")
+        elif args.spaces:
             from ._registry import make
 
             try:

@@ -7,6 +7,7 @@ Importing this module imports nothing heavy (no jax, no adapter library), so tha
 - `NAMESPACES`: for each adapter namespace, the module whose presence means "installed" and
   the names its `*_names()` lister returns for the library version noted next to it.
 - `UNSUPPORTED`: listed ids that cannot run with the pinned versions, with the reason.
+- `NEEDS_DATA`: builtin ids that need an argument with no default (`data=`), and what.
 - `listed_ids(include_namespaces)`: the builtin ids, then the namespaced ids of the
   installed libraries (found with `importlib.util.find_spec`, nothing imported).
 
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["BUILTIN_IDS", "NAMESPACES", "UNSUPPORTED", "installed", "listed_ids"]
+__all__ = ["BUILTIN_IDS", "NAMESPACES", "NEEDS_DATA", "UNSUPPORTED", "installed", "listed_ids"]
 
 BUILTIN_IDS = (
     "GridWorld-v0",
     "LimitOrderBook-v0",
     "LimitOrderBookMarket-v0",
+    "LimitOrderBookReplay-v0",
+    "LimitOrderBookReplayExecution-v0",
     "MarketMaking-v0",
     "MaskedGridWorld-v0",
     "OptimalExecution-v0",
@@ -157,6 +160,12 @@ UNSUPPORTED: dict[str, str] = {
     ),
 }
 """Listed ids that cannot run with the pinned library versions, and why."""
+
+NEEDS_DATA: dict[str, str] = {
+    env_id: "data=, a LOBSTER day from parallax.finance.lob.load_lobster(...)"
+    for env_id in ("LimitOrderBookReplay-v0", "LimitOrderBookReplayExecution-v0")
+}
+"""Builtin ids that `make` builds only with a keyword argument no default can supply."""
 
 
 def installed(module: str) -> bool:

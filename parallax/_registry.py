@@ -329,6 +329,16 @@ def _register_builtins() -> None:
             "LimitOrderBookMarketEnv",
             "traders on their own clocks in one order book (multi-agent)",
         ),
+        (
+            "LimitOrderBookReplay-v0",
+            "LimitOrderBookReplayEnv",
+            "quote and trade against a replayed LOBSTER day (needs data=)",
+        ),
+        (
+            "LimitOrderBookReplayExecution-v0",
+            "LimitOrderBookReplayExecutionEnv",
+            "sell a block within a replayed LOBSTER window (needs data=)",
+        ),
     ):
         register(env_id, f"parallax.finance:{cls}", summary=summary)
     register_namespace(

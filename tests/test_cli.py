@@ -98,6 +98,9 @@ def test_list_spaces_builds_each_env(capsys):
     out = capsys.readouterr().out
     assert "GridWorld-v0\n    observation: " in out and "\n    action: " in out
     assert "cannot build" not in out
+    # the replay envs need a loaded day: the listing says so instead of building them
+    assert "LimitOrderBookReplay-v0\n    (needs data=, a LOBSTER day from " in out
+    assert out.count("(needs data=") == len(_ids.NEEDS_DATA) == 2
 
 
 def test_the_lazy_package_still_exports_every_name():

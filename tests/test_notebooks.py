@@ -132,6 +132,12 @@ def test_finance_ppo_small_run_beats_random_and_selling_at_once():
     # over four training seeds PPO ended 7 to 10 ticks above random (it stops crossing the
     # spread): a broken MultiDiscrete head or update stays near the random policy
     assert s["lob_ppo_return"] > s["lob_random_return"] + 3, s
+    # LimitOrderBookReplayExecution-v0 on the synthetic LOBSTER day: both baselines sell the
+    # whole block, and selling it at once walks the bids (a worse shortfall than TWAP's,
+    # -0.78 against -0.52 bps when written); a broken replay or accounting moves either
+    assert s["replay_episodes"] >= 64 and s["replay_messages"] == 4000, s
+    assert s["replay_twap_unsold"] == 0 and s["replay_immediate_unsold"] == 0, s
+    assert -5.0 < s["replay_immediate_bps"] < s["replay_twap_bps"] - 0.1 < 0.0, s
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -8,6 +8,10 @@
   (`LimitOrderBookMarket-v0`, multi-agent): quote and trade in a price-time-priority book
   with zero-intelligence background flow (`docs/finance/lob.md`); `load_lobster` reads a
   LOBSTER message file and its orderbook file for `lob.process_messages`.
+- `LimitOrderBookReplayEnv` (`LimitOrderBookReplay-v0`) and
+  `LimitOrderBookReplayExecutionEnv` (`LimitOrderBookReplayExecution-v0`, with the
+  `twap_policy` and `immediate_policy` baselines): trade, or sell a block, against a replayed
+  LOBSTER day.
 - `MarketData` (prices, volume, spread, dates) and `market_inputs`, the arrays the envs read
   from it; `SquareRootImpact` and the quoted `SpreadCost()` read its volume and spread.
 - market models (`GBM`, `Heston`, `MertonJumpDiffusion`, `RegimeSwitching`, `GARCH`,
@@ -85,6 +89,11 @@ _LAZY: dict[str, str] = {
     "LimitOrderBookParams": "._lob",
     "LimitOrderBookMarketEnv": "._lob",
     "load_lobster": "._lob._lobster",
+    "LimitOrderBookReplayEnv": "._lob._replay_env",
+    "LimitOrderBookReplayParams": "._lob._replay_env",
+    "LimitOrderBookReplayExecutionEnv": "._lob._replay_execution",
+    "twap_policy": "._lob._replay_execution",
+    "immediate_policy": "._lob._replay_execution",
     # MarketMaking / OptimalExecution and the closed-form baselines
     "MarketMakingEnv": "._market_making",
     "MarketMakingParams": "._market_making",

@@ -240,7 +240,7 @@ def book_flow_fills(account: Account, stats: FlowStats) -> Account:
     )
 
 
-def book_mid2(book: Book, mid_price: int) -> jax.Array:
+def book_mid2(book: Book, mid_price: int | jax.Array) -> jax.Array:
     """Twice the mid, int32: `best_bid + best_ask`, or twice the reference price when a side is
     empty (sekai: `last_price`, or the initial `mid_price` before any)."""
     has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
@@ -256,7 +256,7 @@ def quote_plan(
     level: jax.Array,
     current: jax.Array,
     order_size: int,
-    mid_price: int,
+    mid_price: int | jax.Array,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """sekai's `_quote` decision for one side, without touching the book: keep, move, place
     or cancel the quote `current` on `side` (`BID` or `ASK`, a Python int or traced).
@@ -313,7 +313,7 @@ def decision_order(
     market_side: jax.Array,
     market_size: jax.Array,
     order_size: int,
-    mid_price: int,
+    mid_price: int | jax.Array,
 ) -> tuple[Book, Executions, jax.Array, jax.Array]:
     """Order `i` of trader `owner`'s decision, as data: 0 the market order (`market_side`,
     `market_size`, 0 for none), 1 the bid quote at `levels[0]`, 2 the ask quote at
@@ -379,7 +379,7 @@ def apply_decision(
     *,
     order_size: int,
     max_inventory: int,
-    mid_price: int,
+    mid_price: int | jax.Array,
 ) -> tuple[Book, Account, TradeLog, jax.Array]:
     """Carry out one decision `(bid level, ask level, market)` (sekai's `_LOBCore.apply`).
 

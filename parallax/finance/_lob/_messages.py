@@ -155,7 +155,7 @@ def process_message(book: Book, message: Any, *, tick: int = 1) -> tuple[Book, M
     is_reduction = (kind == CANCEL) | (kind == DELETE) | (kind == EXECUTE)
     mine = book.valid & (book.owner == order_id)
     target = mine & on_side
-    resting = jnp.sum(jnp.where(target, book.size, 0))
+    resting = jnp.sum(jnp.where(target, book.size, 0), dtype=jnp.int32)
 
     checks = (
         (~((kind >= SUBMIT) & (kind <= MARKET)), UNKNOWN_TYPE),
@@ -180,8 +180,8 @@ def process_message(book: Book, message: Any, *, tick: int = 1) -> tuple[Book, M
         amount = jnp.where(kind == DELETE, resting, jnp.minimum(size, resting))
         new = _reduce(book, target, amount)
         executed = kind == EXECUTE
-        maker_price = jnp.sum(jnp.where(target, book.price, 0))
-        maker_seq = jnp.sum(jnp.where(target, book.seq, 0))
+        maker_price = jnp.sum(jnp.where(target, book.price, 0), dtype=jnp.int32)
+        maker_seq = jnp.sum(jnp.where(target, book.seq, 0), dtype=jnp.int32)
         first = jnp.arange(book.capacity) == 0
         fills = dataclasses.replace(
             _no_fills(book, -side),

@@ -37,7 +37,7 @@ def observation_space(levels: int, max_trades: int) -> spaces.PyTreeSpace:
 
 
 def shared_rows(
-    book: Book, trades: TradeLog, *, mid_price: int, levels: int, fdt: Any
+    book: Book, trades: TradeLog, *, mid_price: int | Array, levels: int, fdt: Any
 ) -> tuple[Array, Array, Array]:
     """The book's `levels` rows and the recent trades, prices relative to the mid.
 
@@ -96,7 +96,7 @@ def observe(
     time_left: Array,
     inventory_ratio: np.ndarray,
     *,
-    mid_price: int,
+    mid_price: int | Array,
     levels: int,
 ) -> dict[str, Any]:
     """One agent's observation, computed in the default float dtype and stored as float32.
