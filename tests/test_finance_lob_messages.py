@@ -236,6 +236,19 @@ def test_jit_equals_eager_and_vmap_equals_each_book():
         jax.tree.map(lambda a, b, i=i: np.testing.assert_array_equal(a[i], b), batched, alone)
 
 
+def test_x64_gives_the_same_int32_book():
+    """Under x64 (strict promotion, as every test here) the book and results stay int32
+    and equal float32's: a sum of an int32 column once widened to int64 and broke it."""
+    messages, _ = _generate(6, 40, REGIMES["balanced"])
+    run = jax.jit(lambda m: lob.process_messages(lob.empty_book(CAPACITY), m, tick=TICK))
+    book, results = run(jnp.asarray(messages))
+    with jax.enable_x64(True):
+        book64, results64 = run(jnp.asarray(messages, jnp.int32))
+    for leaf, leaf64 in zip(jax.tree.leaves((book, results)), jax.tree.leaves((book64, results64))):
+        assert leaf64.dtype == leaf.dtype
+        np.testing.assert_array_equal(leaf64, leaf)
+
+
 def test_arguments_are_checked():
     with pytest.raises(ValueError, match=r"\(M, 5\)"):
         lob.process_messages(lob.empty_book(4), jnp.zeros((3, 4), jnp.int32))
