@@ -110,6 +110,34 @@ def _static_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def decision_masks(
+    account: Account, order_size: int, max_inventory: int, max_quote_offset: int
+) -> tuple[Array, Array, Array]:
+    """sekai's per-dimension masks of a `(bid level, ask level, market)` decision (bool): no
+    buying at the long limit, no selling at the short one (level 0 and holding always)."""
+    can_buy = account.inventory + order_size <= max_inventory
+    can_sell = account.inventory - order_size >= -max_inventory
+    first = jnp.arange(max_quote_offset + 1) == 0
+    return first | can_buy, first | can_sell, jnp.stack([can_sell, jnp.bool_(True), can_buy])
+
+
+def account_info(book: Book, account: Account, reference: Any, fdt: Any) -> dict[str, Array]:
+    """`info`'s `mid_price`, `spread` (ticks, 0 when a side is empty), `inventory`, `cash` and
+    `wealth` (`cash + inventory * mid`); `reference` is the mid's fallback (`book_mid2`)."""
+    mid = book_mid2(book, reference).astype(fdt) * 0.5
+    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
+    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+    ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
+    cash = account.cash.astype(fdt)
+    return {
+        "mid_price": mid,
+        "spread": jnp.where(has_bid & has_ask, ask - bid, 0),
+        "inventory": account.inventory,
+        "cash": cash,
+        "wealth": cash + account.inventory.astype(fdt) * mid,
+    }
+
+
 class BookSettings:
     """The settings both limit order book envs share, validated in sekai's order.
 
@@ -518,15 +546,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         return self._mask(state.env_state.account)
 
     def _mask(self, account: Account) -> tuple[Array, Array, Array]:
-        q = self.order_size
-        can_buy = account.inventory + q <= self.max_inventory
-        can_sell = account.inventory - q >= -self.max_inventory
-        first = jnp.arange(self.max_quote_offset + 1) == 0
-        return (
-            first | can_buy,
-            first | can_sell,
-            jnp.stack([can_sell, jnp.bool_(True), can_buy]),
-        )
+        return decision_masks(account, self.order_size, self.max_inventory, self.max_quote_offset)
 
     def _observe(self, env_state: LimitOrderBookState, k: Array, fdt: Any) -> dict[str, Any]:
         left = jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
@@ -552,20 +572,11 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
     ) -> LimitOrderBookEnvState:
         """The state after `k` decisions; one builder for reset and step."""
         fdt = float_dtype()
-        book, account = env_state.book, env_state.account
-        mid = book_mid2(book, self.mid_price).astype(fdt) * 0.5
-        has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-        bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-        ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
-        cash = account.cash.astype(fdt)
+        account = env_state.account
         info = {
             "timestamp": self._clock(k, fdt) - jnp.asarray(self.warmup, fdt),
             "dt": jnp.asarray(dt, fdt),
-            "mid_price": mid,
-            "spread": jnp.where(has_bid & has_ask, ask - bid, 0),
-            "inventory": account.inventory,
-            "cash": cash,
-            "wealth": cash + account.inventory.astype(fdt) * mid,
+            **account_info(env_state.book, account, self.mid_price, fdt),
             "fills": jnp.asarray(n_fills, jnp.int32),
             "overflow": env_state.overflow,
         }

@@ -22,8 +22,9 @@ from ._decision import Account, TradeLog, book_mid2, ordered_trades
 __all__ = ["agent_row", "observation_space", "observe", "shared_rows"]
 
 
-def observation_space(levels: int, max_trades: int) -> spaces.PyTreeSpace:
-    """One trader's observation space: `levels` book rows, `max_trades` recent trades."""
+def observation_space(levels: int, max_trades: int, agent: int = 6) -> spaces.PyTreeSpace:
+    """One trader's observation space: `levels` book rows, `max_trades` recent trades and
+    `agent` features of its own."""
     return spaces.PyTreeSpace(
         {
             "book": spaces.Box(-np.inf, np.inf, (levels, 4), jnp.float32),
@@ -31,7 +32,7 @@ def observation_space(levels: int, max_trades: int) -> spaces.PyTreeSpace:
                 "values": spaces.Box(-np.inf, np.inf, (max_trades, 3), jnp.float32),
                 "mask": spaces.MultiBinary(max_trades),
             },
-            "agent": spaces.Box(-np.inf, np.inf, (6,), jnp.float32),
+            "agent": spaces.Box(-np.inf, np.inf, (agent,), jnp.float32),
         }
     )
 

@@ -40,7 +40,7 @@ from ._decision import (
     empty_log,
     new_account,
 )
-from ._env import LimitOrderBookEnvState, _static_int
+from ._env import LimitOrderBookEnvState, _static_int, account_info, decision_masks
 from ._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
 from ._messages import CLIPPED, OK
 from ._obs import observation_space, observe
@@ -77,6 +77,17 @@ class ReplayState:
     start: Array
     episode_key: Array
     overflow: Array
+
+
+REPLAY_STATIC: dict[str, str] = {
+    "tick": "it fixes the price grid",
+    "n_steps": "it fixes the episode length",
+    "messages_per_step": "it fixes the compiled loop",
+    "levels": "it fixes the observation shape",
+    "max_trades": "it fixes the observation shape",
+    "capacity": "it fixes the book's shape",
+}
+"""The read-only settings both replay envs share, and why."""
 
 
 def _x64() -> bool:
@@ -348,15 +359,10 @@ class LimitOrderBookReplayEnv(ReplayBase):
 
     attribute_params = ("inventory_penalty",)
     static_params: ClassVar[dict[str, str]] = {
-        "tick": "it fixes the price grid",
-        "n_steps": "it fixes the episode length",
-        "messages_per_step": "it fixes the compiled loop",
-        "levels": "it fixes the observation shape",
+        **REPLAY_STATIC,
         "max_quote_offset": "it fixes the action space",
         "order_size": "it is the int32 unit of every order",
         "max_inventory": "it bounds the inventory",
-        "max_trades": "it fixes the observation shape",
-        "capacity": "it fixes the book's shape",
     }
     episode_equity_key = "wealth"
 
@@ -490,11 +496,7 @@ class LimitOrderBookReplayEnv(ReplayBase):
         return self._mask(state.env_state.account)
 
     def _mask(self, account: Account) -> tuple[Array, Array, Array]:
-        q = self.order_size
-        can_buy = account.inventory + q <= self.max_inventory
-        can_sell = account.inventory - q >= -self.max_inventory
-        first = jnp.arange(self.max_quote_offset + 1) == 0
-        return first | can_buy, first | can_sell, jnp.stack([can_sell, jnp.bool_(True), can_buy])
+        return decision_masks(account, self.order_size, self.max_inventory, self.max_quote_offset)
 
     def _state(
         self,
@@ -510,18 +512,9 @@ class LimitOrderBookReplayEnv(ReplayBase):
         fdt = float_dtype()
         book, account = es.book, es.account
         reference = self._reference(es)
-        mid = book_mid2(book, reference).astype(fdt) * 0.5
-        has_both = jnp.any(book.valid[0]) & jnp.any(book.valid[1])
-        bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-        ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
-        cash = account.cash.astype(fdt)
         info = {
             **self._replay_info(es, k),
-            "mid_price": mid,
-            "spread": jnp.where(has_both, ask - bid, 0),
-            "inventory": account.inventory,
-            "cash": cash,
-            "wealth": cash + account.inventory.astype(fdt) * mid,
+            **account_info(book, account, reference, fdt),
             "fills": jnp.asarray(fills, jnp.int32),
             "rejected": jnp.asarray(rejected, jnp.int32),
             "overflow": es.overflow,

@@ -22,8 +22,8 @@ from ..._core import State
 from .._common import ParamsMethods, check_step_inputs, float_dtype, resolve_params
 from ._book import ASK, cancel, submit_order
 from ._decision import AGENT, _append, book_mid2
-from ._obs import shared_rows
-from ._replay_env import ReplayBase, ReplayState, _positive_int
+from ._obs import observation_space, shared_rows
+from ._replay_env import REPLAY_STATIC, ReplayBase, ReplayState, _positive_int
 
 __all__ = [
     "ExecutionReplayParams",
@@ -87,15 +87,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
             beyond int32 ticks.
     """
 
-    static_params: ClassVar[dict[str, str]] = {
-        "quantity": "it fixes the task",
-        "tick": "it fixes the price grid",
-        "n_steps": "it fixes the episode length",
-        "messages_per_step": "it fixes the compiled loop",
-        "levels": "it fixes the observation shape",
-        "max_trades": "it fixes the observation shape",
-        "capacity": "it fixes the book's shape",
-    }
+    static_params: ClassVar[dict[str, str]] = {**REPLAY_STATIC, "quantity": "it fixes the task"}
 
     def __init__(
         self,
@@ -129,16 +121,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
             )
         self.params = ExecutionReplayParams()
         self.action_space = spaces.Box(0.0, 1.0, (2,), jnp.float32)
-        self.observation_space = spaces.PyTreeSpace(
-            {
-                "book": spaces.Box(-np.inf, np.inf, (self.levels, 4), jnp.float32),
-                "trades": {
-                    "values": spaces.Box(-np.inf, np.inf, (self.max_trades, 3), jnp.float32),
-                    "mask": spaces.MultiBinary(self.max_trades),
-                },
-                "agent": spaces.Box(-np.inf, np.inf, (4,), jnp.float32),
-            }
-        )
+        self.observation_space = observation_space(self.levels, self.max_trades, agent=4)
         self.noop_action = np.zeros(2, np.float32)
         self._built = True
 
