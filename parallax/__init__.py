@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._cpu import cpu_threads as cpu_threads
     from ._cpu import set_cpu_devices as set_cpu_devices
     from ._cpu import set_cpu_threads as set_cpu_threads
+    from ._cpu import use_all_cpu_cores as use_all_cpu_cores
     from ._registry import EnvSpec as EnvSpec
     from ._registry import make as make
     from ._registry import make_vec as make_vec
@@ -119,6 +120,7 @@ __all__ = [
     "shard_rollout",
     "spaces",
     "stack_space",
+    "use_all_cpu_cores",
 ]
 
 # name -> the module that defines it, imported on first access (PEP 562): `import parallax`
@@ -137,6 +139,7 @@ _LAZY = {
     "cpu_threads": "._cpu",
     "set_cpu_devices": "._cpu",
     "set_cpu_threads": "._cpu",
+    "use_all_cpu_cores": "._cpu",
     "action_scan": "._actions",
     "check_action": "._action_check",
     "random_actions": "._actions",

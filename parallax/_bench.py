@@ -7,6 +7,12 @@
 The measurement is `parallax.bench.benchmark` (`_bench_timing.py`), the table and the
 `--scaling` plot are in `_bench_report.py`, and `--compare NAME` runs a competitor from
 `benchmarks/competitors.py` of a source checkout (not part of the wheel).
+
+`--devices K|all` is the whole-machine path: before JAX starts, the CPU is presented as K
+devices (`all`: one a physical core, `parallax.use_all_cpu_cores`), our batch is split over
+them with `jax.shard_map`, and the same run times one device beside the split, interleaved,
+so that the table and the JSON give both figures, each with its device count. The older
+name `--cpu-devices K` is the same option.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import jax
 from ._bench_report import SCALING_SIZES, format_table, plot_scaling
 from ._bench_timing import COMPETITORS, benchmark
 from ._cli import DefaultsHelpFormatter
-from ._cpu import set_cpu_devices, set_cpu_threads
+from ._cpu import physical_cores, set_cpu_devices, set_cpu_threads
 from ._validate import positive_int
 
 __all__ = ["SCALING_SIZES", "build_parser", "main"]
@@ -46,6 +52,22 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative int, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative int, got {value}")
+    return value
+
+
+def _devices(text: str) -> int | str:
+    """`--devices`: `all`, or a device count >= 1."""
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected 'all' or an int >= 1 (the devices to split the batch over; 'all' is "
+            f"one a physical core, {physical_cores()} on this machine), got {text!r}"
+        )
     return value
 
 
@@ -71,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "--json prints one JSON object for one --num-envs value, or a JSON list of such "
-            "objects (one per N, in the order given) for several."
+            "objects (one per N, in the order given) for several. With --devices K > 1 each "
+            "object's figures are the K-device ones (its `devices`), and `single_device` "
+            "holds the one-device figures of the same run."
         ),
         formatter_class=DefaultsHelpFormatter,
     )
@@ -162,13 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
         "the hand-offs between pool threads that slow small-kernel rollouts on the CPU",
     )
     parser.add_argument(
-        "--cpu-devices",
-        type=_positive_int,
+        "--devices",
+        type=_devices,
         default=None,
-        metavar="K",
-        help="present the CPU as K JAX devices and split our batch over them, each device "
-        "stepping its N/K envs alone (jax.shard_map, no communication): K programs run at "
-        "once, one a core, where one program's small kernels keep about one core busy",
+        metavar="K|all",
+        help="the whole machine: present the CPU as K JAX devices (all: one a physical core, "
+        f"{physical_cores()} here) and split our batch over them, each device stepping its "
+        "N/K envs alone (jax.shard_map, no communication), so that K programs run at once, "
+        "one a core; the same run also times one device, interleaved, and reports both, "
+        "each with its device count (default: 1, one device)",
+    )
+    parser.add_argument(  # the option's first name, kept for existing commands
+        "--cpu-devices", type=_devices, default=None, help=argparse.SUPPRESS
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -179,6 +208,45 @@ def build_parser() -> argparse.ArgumentParser:
 def _x64(enabled: bool) -> Iterator[None]:
     with jax.enable_x64(enabled):
         yield
+
+
+def _use_devices(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, sizes: list[int]
+) -> int:
+    """The device count of `--devices` (or `--cpu-devices`), made before JAX starts.
+
+    More than one: the CPU is presented as that many devices (`set_cpu_devices`, which
+    raises a RuntimeError once JAX has started with another count). `all` is one a
+    physical core, or every device of the default backend when that is not the CPU.
+    """
+    if args.devices is not None and args.cpu_devices is not None:
+        parser.error("--devices and --cpu-devices are one option (its new and old name): give one")
+    option = "--devices" if args.cpu_devices is None else "--cpu-devices"
+    wanted = args.devices if args.cpu_devices is None else args.cpu_devices
+    if wanted is None:
+        return 1
+    if wanted != "all":
+        count = int(wanted)
+        bad = [n for n in sizes if n % count]
+        if bad:
+            parser.error(f"--num-envs {bad[0]} is not divisible by {option} {count}")
+        if count > 1:
+            set_cpu_devices(count)
+        return count
+    count = physical_cores()
+    if count > 1:
+        set_cpu_devices(count)
+    backend = jax.default_backend()
+    if backend == "cpu":
+        shown = f"{count} CPU device(s), one a physical core"
+    else:  # a GPU or TPU host: every accelerator
+        count = len(jax.devices())
+        shown = f"{count} {backend} device(s)"
+    bad = [n for n in sizes if n % count]
+    if bad:
+        parser.error(f"--num-envs {bad[0]} is not divisible by {option} all ({shown})")
+    print(f"parallax bench: {option} all: {shown}", file=sys.stderr)
+    return count
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,17 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RuntimeError as error:
             print(f"parallax bench: error: {error}", file=sys.stderr)
             return 2
-    if args.cpu_devices is not None:
-        bad = [n for n in sizes if n % args.cpu_devices]
-        if bad:
-            parser.error(
-                f"--num-envs {bad[0]} is not divisible by --cpu-devices {args.cpu_devices}"
-            )
-        try:
-            set_cpu_devices(args.cpu_devices)
-        except RuntimeError as error:
-            print(f"parallax bench: error: {error}", file=sys.stderr)
-            return 2
+    try:
+        devices = _use_devices(parser, args, sizes)
+    except RuntimeError as error:
+        print(f"parallax bench: error: {error}", file=sys.stderr)
+        return 2
     results = []
     with _x64(args.dtype == "float64"):
         for n in sizes:
@@ -245,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=not args.no_progress,
                     competitor_steps=args.competitor_steps,
                     competitor_envs=args.competitor_envs,
-                    devices=args.cpu_devices or 1,
+                    devices=devices,
+                    single_device=devices > 1,
                 )
             except (KeyError, ValueError, TypeError, ImportError, RuntimeError) as error:
                 message = error.args[0] if isinstance(error, KeyError) and error.args else error

@@ -1,6 +1,7 @@
 """What `parallax bench` shows: the table, and the steps/s-vs-N plot of `--scaling`.
 
-- `format_table(results)`: one row per measurement (and the competitor's columns);
+- `format_table(results)`: one row per measurement (and the competitor's columns; with a
+  batch split over several devices, a `devices` column and the one-device row beside it);
 - `plot_scaling(results, path)`: a log-log plot of env steps/s against `num_envs`;
 - `SCALING_SIZES`: the batch sizes `parallax bench ID --scaling` measures by default.
 """
@@ -85,8 +86,25 @@ def _fmt_rate(x: float | None) -> str:
     return f"{x:.0f}"
 
 
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table rows of one result: the one-device figures first when the run timed them
+    beside a split (`single_device`), then the result's own (its `devices`)."""
+    one = result.get("single_device")
+    if one is None:
+        return [result]
+    shown = {**result, **one}  # the competitor's figures are the same for both rows
+    if "ratio" not in one:
+        shown.pop("ratio", None)
+    return [shown, result]
+
+
 def format_table(results: Sequence[dict[str, Any]]) -> str:
     """A table for people: one row per measurement.
+
+    A result whose batch was split over several devices (`devices` > 1) adds a `devices`
+    column; when the same run also timed one device (`single_device`), that row comes
+    first, so the one-device and the whole-machine figures (and ratios) stand side by side,
+    each with its device count, and a line gives the speed-up.
 
     Example:
         >>> from parallax.bench import format_table
@@ -96,17 +114,21 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         >>> print(format_table([row]).splitlines()[1])
         GridWorld-v0             4      1.00M  900.00k..1.10M      0.50         3
     """
+    split = any(r.get("devices", 1) > 1 for r in results)
+    devices = f" {'devices':>7}" if split else ""
     header = (
-        f"{'env':<20} {'N':>5} {'steps/s':>10} {'min..max':>15} {'compile s':>9} {'episodes':>9}"
+        f"{'env':<20} {'N':>5}{devices} {'steps/s':>10} {'min..max':>15} {'compile s':>9} "
+        f"{'episodes':>9}"
     )
     compare = any("competitor" in r for r in results)
     if compare:
         header += f"  {'competitor':<14} {'steps/s':>10} {'ratio':>8}"
     lines = [header]
-    for r in results:
+    for r in (row for result in results for row in _rows(result)):
         spread = f"{_fmt_rate(r['steps_per_second_min'])}..{_fmt_rate(r['steps_per_second_max'])}"
+        devices = f" {r.get('devices', 1):>7}" if split else ""
         line = (
-            f"{r['env']:<20} {r['num_envs']:>5} {_fmt_rate(r['steps_per_second']):>10} "
+            f"{r['env']:<20} {r['num_envs']:>5}{devices} {_fmt_rate(r['steps_per_second']):>10} "
             f"{spread:>15} {r['compile_seconds']:>9.2f} {r['episodes_ended']:>9}"
         )
         if compare and "competitor" in r:
@@ -122,6 +144,11 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
                 f"{r['env']} N={r['num_envs']}: flow events/s {_fmt_rate(r['events_per_second'])} "
                 f"({r['events_per_step']:.1f} per env step)"
             )
+            one = r.get("single_device", {})
+            if "events_per_second" in one:
+                line += (
+                    f" on {r['devices']} devices, {_fmt_rate(one['events_per_second'])} on 1 device"
+                )
             if "competitor_events_per_second" in r:
                 line += (
                     f", {r['competitor']} {_fmt_rate(r['competitor_events_per_second'])} "
@@ -131,10 +158,16 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         if "competitor_note" in r:
             lines.append(f"{r['competitor']}: {r['competitor_note']}")
         if r.get("devices", 1) > 1:
-            lines.append(
+            line = (
                 f"{r['env']} N={r['num_envs']}: ours split over {r['devices']} devices "
                 f"({r['num_envs'] // r['devices']} envs each, jax.shard_map)"
             )
+            if "speedup_over_single_device" in r:
+                line += (
+                    f": {r['speedup_over_single_device']:.2f}x the steps/s of 1 device "
+                    "(median of the per-repeat ratios)"
+                )
+            lines.append(line)
     for r in results:
         if "competitor_error" in r:
             lines.append(f"{r['competitor']} N={r['num_envs']}: {r['competitor_error']}")

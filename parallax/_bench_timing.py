@@ -17,6 +17,12 @@ same machine load; `ratio` is the median of the per-repeat ratios ours / theirs 
 step: a competitor that times fewer envs than N, sekai's Python loop, says how many env
 steps a call takes).
 
+Devices. With `devices=k > 1` our batch is split over `k` devices (`ParallaxRunner`); with
+`single_device=True` as well, the same rollout on one device is timed beside it, its
+repeats interleaved with the others (`parallax bench --devices k` does both), so that
+the result holds the one-device and the `k`-device figures of one run, each with its
+device count (`single_device`, `speedup_over_single_device`).
+
 Flow events. For an env with a background event loop (`LimitOrderBook-v0`), the
 competitors' module counts the events our timed calls ran, by an untimed replay, and the
 competitor's per env step; the result then has `events_per_second` and its relatives.
@@ -130,7 +136,7 @@ def _check_devices(devices: Any, num_envs: int) -> int:
         raise ValueError(
             f"benchmark: devices={devices} but JAX has {have} {jax.default_backend()} "
             "device(s); on the CPU, make more before JAX's first computation with "
-            "parallax.set_cpu_devices(k) (`parallax bench --cpu-devices k`)"
+            "parallax.set_cpu_devices(k) (`parallax bench --devices k`)"
         )
     return devices
 
@@ -173,6 +179,42 @@ def _events(
             events_ratio=out["events_per_second"] / theirs if theirs > 0 else None,
         )
     return out
+
+
+def _single_device(
+    seconds: list[float],
+    compile_seconds: float | None,
+    ended: int,
+    split_seconds: list[float],
+    env_steps: int,
+    their_steps: int | None,
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """The one-device figures of a split run (`benchmark(..., single_device=True)`): its
+    timed `seconds`, beside the split rollout's `split_seconds` of the same repeats (and
+    the competitor's, of `their_steps` env steps a call, when there is one)."""
+    rate = _summary(seconds, env_steps)
+    one: dict[str, Any] = {
+        "devices": 1,
+        "steps_per_second": rate["median"],
+        "steps_per_second_min": rate["min"],
+        "steps_per_second_max": rate["max"],
+        "seconds": seconds,
+        "compile_seconds": compile_seconds,
+        "episodes_ended": ended,
+    }
+    if their_steps is not None:
+        one["ratio"] = float(
+            statistics.median(
+                (t / their_steps) / (o / env_steps)
+                for o, t in zip(seconds, result["competitor_seconds"])
+            )
+        )
+    if "events_per_call" in result:  # the same trajectory: the split run's event counts
+        rates = [e / s for e, s in zip(result["events_per_call"], seconds, strict=True)]
+        one["events_per_second"] = float(statistics.median(rates))
+    speedup = statistics.median(one_s / split_s for one_s, split_s in zip(seconds, split_seconds))
+    return {"single_device": one, "speedup_over_single_device": float(speedup)}
 
 
 # -- our side -------------------------------------------------------------------------------
@@ -367,6 +409,7 @@ def benchmark(
     competitor_steps: int | None = None,
     competitor_envs: int | None = None,
     devices: int = 1,
+    single_device: bool = False,
 ) -> dict[str, Any]:
     """Measure env steps/s of `make_vec(env_id, num_envs, ...)` (and of a competitor).
 
@@ -391,6 +434,9 @@ def benchmark(
             throughput is per env step.
         devices: our batch split over this many devices, each stepping its slice alone
             (`ParallaxRunner`); on the CPU, `parallax.set_cpu_devices` makes them.
+        single_device: with `devices > 1`, also time the same rollout on one device,
+            interleaved with the split one (and the competitor), for the side-by-side
+            figures in `single_device`; ignored with one device.
 
     Returns:
         A JSON-serialisable dict: `env`, `num_envs`, `steps`, `repeats`,
@@ -402,7 +448,13 @@ def benchmark(
         loop, compared: `events` (in our timed calls), `events_per_call`,
         `events_per_step`, `events_per_second` (median, `_min`, `_max`), `events_exact`,
         `events_counted_by`, and the competitor's `competitor_events_per_step`,
-        `competitor_events_per_second` (median) and `events_ratio`.
+        `competitor_events_per_second` (median) and `events_ratio`. With
+        `single_device` and `devices > 1`: `single_device`, a dict of the one-device
+        figures (`devices` = 1, `steps_per_second` with `_min`/`_max`, `seconds`,
+        `compile_seconds`, `episodes_ended`, and `ratio`, `events_per_second` when
+        compared), and `speedup_over_single_device` (median of the per-repeat ratios of
+        the split rollout's steps/s to the one device's); the top-level figures are then
+        the `devices`-device ones.
 
     Example:
         >>> from parallax.bench import benchmark
@@ -448,6 +500,9 @@ def benchmark(
         "env_kwargs": env_kwargs,
     }
     ours = ParallaxRunner(env_id, num_envs, steps, devices=devices, **common)
+    single = None
+    if single_device and ours.devices > 1:
+        single = ParallaxRunner(env_id, num_envs, steps, devices=1, **common)
     theirs: Any = None
     if competitors is not None:
         theirs = competitors.make_runner(
@@ -462,7 +517,7 @@ def benchmark(
         )
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     bar = _progress(
-        1 + repeats + (0 if theirs is None else 1 + repeats),
+        (1 + repeats) * (1 + (theirs is not None) + (single is not None)),
         f"{env_id} N={num_envs}",
         progress,
     )
@@ -470,6 +525,11 @@ def benchmark(
         compile_seconds = ours.prepare()
         if bar is not None:
             bar.update()
+        single_compile = None
+        if single is not None:
+            single_compile = single.prepare()
+            if bar is not None:
+                bar.update()
         their_compile = None
         if theirs is not None:
             their_compile = theirs.prepare()
@@ -477,17 +537,19 @@ def benchmark(
                 bar.update()
         ours_s: list[float] = []
         theirs_s: list[float] = []
-        ended = their_ended = 0
+        single_s: list[float] = []
+        ended = their_ended = single_ended = 0
+        runners = [runner for runner in (ours, single, theirs) if runner is not None]
         for r in range(repeats):
-            # alternate the order so neither side always runs first after the other
-            order = [ours, theirs] if r % 2 == 0 else [theirs, ours]
-            for runner in order:
-                if runner is None:
-                    continue
+            # alternate the order so no side always runs first after the others
+            for runner in runners if r % 2 == 0 else runners[::-1]:
                 seconds, n_ended = runner.run()
                 if runner is ours:
                     ours_s.append(seconds)
                     ended += n_ended
+                elif runner is single:
+                    single_s.append(seconds)
+                    single_ended += n_ended
                 else:
                     theirs_s.append(seconds)
                     their_ended += n_ended
@@ -502,6 +564,8 @@ def benchmark(
         if bar is not None:
             bar.close()
         ours.close()
+        if single is not None:
+            single.close()
         if theirs is not None:
             theirs.close()
     env_steps = num_envs * steps
@@ -557,6 +621,18 @@ def benchmark(
         )
     if our_events is not None:
         result.update(_events(our_events, ours_s, env_steps, their_events, result))
+    if single is not None:
+        result.update(
+            _single_device(
+                single_s,
+                single_compile,
+                single_ended,
+                ours_s,
+                env_steps,
+                None if theirs is None else their_steps,
+                result,
+            )
+        )
     result["load_average"] = [load_before, os.getloadavg() if load_before is not None else None]
     result["backend"] = jax.default_backend()
     result["jax_version"] = jax.__version__
