@@ -54,7 +54,7 @@ def _per_thread() -> dict[str, tuple[str, int, int]]:
 def child(env_id: str, num_envs: int, steps: int, calls: int, threads: int | None) -> dict:
     """One measurement, in this process (which must not have started JAX yet)."""
     import parallax
-    from parallax._bench_timing import ParallaxRunner
+    from parallax._bench_runner import ParallaxRunner
 
     if threads is not None:
         parallax.set_cpu_threads(threads)

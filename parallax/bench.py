@@ -26,8 +26,8 @@ from ._actions import action_scan as action_scan
 from ._actions import random_actions as random_actions
 from ._bench_report import format_table as format_table
 from ._bench_report import plot_scaling as plot_scaling
+from ._bench_runner import tree_bytes as tree_bytes
 from ._bench_timing import benchmark as benchmark
-from ._bench_timing import tree_bytes as tree_bytes
 
 __all__ = [
     "action_scan",

@@ -390,7 +390,13 @@ def test_plot_without_scaling_and_a_missing_folder_are_refused(tmp_path, capsys)
 
 @pytest.mark.parametrize(
     "module",
-    ["parallax.bench", "parallax._bench", "parallax._bench_timing", "parallax._bench_report"],
+    [
+        "parallax.bench",
+        "parallax._bench",
+        "parallax._bench_timing",
+        "parallax._bench_runner",
+        "parallax._bench_report",
+    ],
 )
 def test_docstring_examples_run(module, capsys):
     import doctest

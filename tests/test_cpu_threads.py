@@ -17,7 +17,7 @@ import pytest
 
 import parallax
 from parallax._bench import main as bench_main
-from parallax._bench_timing import ParallaxRunner
+from parallax._bench_runner import ParallaxRunner
 from parallax.bench import benchmark
 
 _POOL_SIZE = textwrap.dedent(
