@@ -28,7 +28,8 @@ from parallax.finance import (
     twap_policy,
 )
 from parallax.finance._lob import _replay
-from parallax.finance._lob._book import ASK, BID, add_limit, depth_levels, empty_book
+from parallax.finance._lob._book import ASK, BID, add_limit, empty_book
+from parallax.finance._lob._book_queries import depth_levels
 from parallax.finance._lob._decision import AGENT
 from parallax.finance._lob._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
 from parallax.finance.lob import CANCEL, DELETE, EXECUTE, SUBMIT, load_lobster

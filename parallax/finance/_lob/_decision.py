@@ -9,6 +9,8 @@
 - `quote_plan`: sekai's `_quote` decision for one side (keep, move, place or cancel);
   `decision_order`, `allowed_levels`: one order of a decision as data, and the quote levels
   the inventory limit allows (shared with the market's traders).
+- `decision_masks`, `account_info`: the decision's action masks and the account's `info`
+  keys (shared by LimitOrderBook-v0 and the replay envs).
 - `apply_decision`: sekai's `_LOBCore.apply`: the market order (after cancelling the
   opposite quote), then the bid and the ask kept, moved, placed or cancelled; the three
   orders are one `lax.scan` body, so the matching compiles once per decision.
@@ -34,10 +36,12 @@ __all__ = [
     "Account",
     "Executions",
     "TradeLog",
+    "account_info",
     "allowed_levels",
     "apply_decision",
     "book_flow_fills",
     "book_mid2",
+    "decision_masks",
     "decision_order",
     "empty_log",
     "log_flow_trades",
@@ -425,3 +429,31 @@ def apply_decision(
     carry = (book, account, log, jnp.asarray(0, jnp.int32), levels0)
     book, account, log, n_fills, _ = lax.scan(order, carry, jnp.arange(3, dtype=jnp.int32))[0]
     return book, account, log, n_fills
+
+
+def decision_masks(
+    account: Account, order_size: int, max_inventory: int, max_quote_offset: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """sekai's per-dimension masks of a `(bid level, ask level, market)` decision (bool): no
+    buying at the long limit, no selling at the short one (level 0 and holding always)."""
+    can_buy = account.inventory + order_size <= max_inventory
+    can_sell = account.inventory - order_size >= -max_inventory
+    first = jnp.arange(max_quote_offset + 1) == 0
+    return first | can_buy, first | can_sell, jnp.stack([can_sell, jnp.bool_(True), can_buy])
+
+
+def account_info(book: Book, account: Account, reference: Any, fdt: Any) -> dict[str, jax.Array]:
+    """`info`'s `mid_price`, `spread` (ticks, 0 when a side is empty), `inventory`, `cash` and
+    `wealth` (`cash + inventory * mid`); `reference` is the mid's fallback (`book_mid2`)."""
+    mid = book_mid2(book, reference).astype(fdt) * 0.5
+    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
+    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+    ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
+    cash = account.cash.astype(fdt)
+    return {
+        "mid_price": mid,
+        "spread": jnp.where(has_bid & has_ask, ask - bid, 0),
+        "inventory": account.inventory,
+        "cash": cash,
+        "wealth": cash + account.inventory.astype(fdt) * mid,
+    }

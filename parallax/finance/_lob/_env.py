@@ -37,9 +37,11 @@ from ._decision import (
     AGENT,
     Account,
     TradeLog,
+    account_info,
     apply_decision,
     book_flow_fills,
     book_mid2,
+    decision_masks,
     empty_log,
     log_flow_trades,
     new_account,
@@ -108,34 +110,6 @@ def _static_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name} must be an int, got {value!r}")
     return int(value)
-
-
-def decision_masks(
-    account: Account, order_size: int, max_inventory: int, max_quote_offset: int
-) -> tuple[Array, Array, Array]:
-    """sekai's per-dimension masks of a `(bid level, ask level, market)` decision (bool): no
-    buying at the long limit, no selling at the short one (level 0 and holding always)."""
-    can_buy = account.inventory + order_size <= max_inventory
-    can_sell = account.inventory - order_size >= -max_inventory
-    first = jnp.arange(max_quote_offset + 1) == 0
-    return first | can_buy, first | can_sell, jnp.stack([can_sell, jnp.bool_(True), can_buy])
-
-
-def account_info(book: Book, account: Account, reference: Any, fdt: Any) -> dict[str, Array]:
-    """`info`'s `mid_price`, `spread` (ticks, 0 when a side is empty), `inventory`, `cash` and
-    `wealth` (`cash + inventory * mid`); `reference` is the mid's fallback (`book_mid2`)."""
-    mid = book_mid2(book, reference).astype(fdt) * 0.5
-    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-    ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
-    cash = account.cash.astype(fdt)
-    return {
-        "mid_price": mid,
-        "spread": jnp.where(has_bid & has_ask, ask - bid, 0),
-        "inventory": account.inventory,
-        "cash": cash,
-        "wealth": cash + account.inventory.astype(fdt) * mid,
-    }
 
 
 class BookSettings:

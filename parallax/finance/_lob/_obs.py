@@ -16,7 +16,8 @@ import numpy as np
 from jaxtyping import Array
 
 from ... import _spaces as spaces
-from ._book import Book, depth_levels, queue_position
+from ._book import Book
+from ._book_queries import depth_levels, queue_position
 from ._decision import Account, TradeLog, book_mid2, ordered_trades
 
 __all__ = ["agent_row", "observation_space", "observe", "shared_rows"]

@@ -35,12 +35,14 @@ from ._decision import (
     Account,
     TradeLog,
     _append,
+    account_info,
     apply_decision,
     book_mid2,
+    decision_masks,
     empty_log,
     new_account,
 )
-from ._env import LimitOrderBookEnvState, _static_int, account_info, decision_masks
+from ._env import LimitOrderBookEnvState, _static_int
 from ._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
 from ._messages import CLIPPED, OK
 from ._obs import observation_space, observe
