@@ -166,17 +166,18 @@ def test_split_over_devices_every_composition_gives_the_unsplit_batch_level_resu
 
 
 def test_gradients_flow_through_step_into_the_envs_that_continue():
-    # a differentiable env (brax): d(loss)/d(actions) through the auto-reset is the
-    # same in every composition; where no episode has ended it is the plain env's gradient,
-    # and a new episode's first state carries none (it is a fresh draw from its key)
-    env = TimeLimit(parallax.make("brax/inverted_pendulum"), 3)
+    # a differentiable env (OptimalExecution-v0: the observation's remaining inventory is a
+    # smooth function of the fractions sold): d(loss)/d(actions) through the auto-reset is
+    # the same in every composition; where no episode has ended it is the plain env's
+    # gradient, and a new episode's first state carries none (a fresh draw from its key)
+    env = TimeLimit(parallax.make("OptimalExecution-v0"), 3)
     fused, single, bare = VmapAutoResetWrapper(env, 4), AutoResetWrapper(env), VmapWrapper(env, 4)
     start = fused.reset(key=jax.random.key(0))
 
     def total(env: Any, step: Any, actions: Any) -> Any:
         def body(s: Any, a: Any) -> Any:
             s = step(s, a)
-            # the pendulum's reward is a constant; the terminal observation, not the reset's
+            # the terminal observation, not the reset's
             return s, jnp.sum(parallax.final_observation(s) ** 2)
 
         return jax.lax.scan(body, env.reset(key=jax.random.key(0)), actions)[1].sum()
@@ -188,7 +189,8 @@ def test_gradients_flow_through_step_into_the_envs_that_continue():
             jax.grad(lambda a: total(bare, bare.step, a))(actions[:3]),
         )
 
-    actions = 0.3 * jax.random.normal(jax.random.key(1), (4, 4, 1))
+    # fractions inside (0, 1), away from the clip at the action space's bounds
+    actions = 0.3 + 0.1 * jax.random.uniform(jax.random.key(1), (4, 4, 1))
     ours, theirs, plain = jax.device_get(jax.jit(grads)(actions))
     np.testing.assert_array_equal(theirs, ours)
     assert np.all(np.isfinite(ours)) and np.any(ours[:3] != 0) and np.any(ours[3] != 0)
