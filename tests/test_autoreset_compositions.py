@@ -94,6 +94,10 @@ def _trajectories(env: Any, mode: str = "same-step", nested: bool = True) -> Any
             "vmap(vmap(AutoResetWrapper))": scan(
                 jax.vmap(jax.vmap(single.step)), jax.vmap(over_one)(nested_keys), nested_draw
             ),
+            # the same SEEDS x N envs as one flat batch: what every env must get
+            "flat SEEDS x N": scan(
+                jax.vmap(single.step), over_one(nested_keys.reshape(-1)), nested_sample
+            ),
         }
 
     return jax.device_get(jax.jit(run)())
@@ -105,7 +109,11 @@ def _check_compositions(got: dict[str, Any]) -> None:
     _same(got["VmapWrapper(AutoResetWrapper)"], reference)
     _same(got["vmap(AutoResetWrapper)"], reference)
     if "vmap(VmapAutoResetWrapper)" in got:
-        _same(got["vmap(vmap(AutoResetWrapper))"], got["vmap(VmapAutoResetWrapper)"])
+        nested = got["vmap(vmap(AutoResetWrapper))"]
+        _same(nested, got["vmap(VmapAutoResetWrapper)"])
+        # steps x seeds x envs -> steps x (seeds * envs): each env as in one flat batch
+        merged = jax.tree.map(lambda x: x.reshape(T, SEEDS * N, *x.shape[3:]), nested)
+        _same(merged, got["flat SEEDS x N"])
 
 
 # nested vmap (seeds x envs) doubles the program; a cheap env of each kind runs it
@@ -148,6 +156,78 @@ def test_per_env_params_reach_the_step_and_the_reset_in_every_composition():
     assert bool(np.any(ours.done))
     # the per-env volatility changed the prices (so the params really reached the envs)
     assert not np.array_equal(ours.observation, default.observation)
+
+
+def test_nested_vmaps_with_per_env_params_equal_one_flat_batch():
+    # seeds x envs with params per env, and a third vmap over that: every env gets what it
+    # gets in one flat batch of all the envs (the batching rule adds a leading dim per vmap
+    # and gathers each env's own params row in the partial resets). The envs start at
+    # staggered points of their episodes, so a few end on every step: the partial resets.
+    length = 20
+    env = parallax.make("Trading-v0", episode_length=length)
+    single = AutoResetWrapper(env)
+    shape = (2, SEEDS, N)
+    rows = int(np.prod(shape))
+    sigma = jnp.asarray(np.linspace(0.1, 0.5, rows), jnp.float32)
+    s0 = jnp.asarray(np.linspace(50.0, 150.0, rows), jnp.float32)  # read by the reset
+    per_env = (sigma, s0)
+    offset = jnp.arange(rows) % length
+    actions = jnp.asarray(np.arange(6 * rows).reshape(6, rows) % 3, jnp.int32)
+    keys = jax.random.split(jax.random.key(2), rows)
+
+    def params(p: Any) -> Any:
+        return env.params.replace(sigma=p[0], s0=p[1])
+
+    def step(s: Any, a: Any, p: Any) -> Any:
+        return single.step(s, a, params=params(p))
+
+    def scan(step: Any, state: Any, xs: Any) -> Any:
+        return jax.lax.scan(lambda s, a: (lambda n: (n, n))(step(s, a)), state, xs)[1]
+
+    def run() -> Any:
+        start = jax.vmap(lambda k, p: single.reset(key=k, params=params(p)))(keys, per_env)
+
+        def stagger(s: Any, t: Any) -> Any:  # env i takes its first offset[i] steps
+            moved = jax.vmap(step)(s, jnp.zeros(rows, jnp.int32), per_env)
+            return jax.tree.map(
+                lambda m, o: jnp.where(
+                    jnp.reshape(t < offset, (rows,) + (1,) * (m.ndim - 1)), m, o
+                ),
+                moved,
+                s,
+            ), None
+
+        start = jax.lax.scan(stagger, start, jnp.arange(length))[0]
+        flat = scan(lambda s, a: jax.vmap(step)(s, a, per_env), start, actions)
+        nested_start = jax.tree.map(lambda x: x.reshape(*shape, *x.shape[1:]), start)
+        step3 = jax.vmap(jax.vmap(jax.vmap(step)))
+        nested = scan(
+            lambda s, a: step3(s, a, jax.tree.map(lambda x: x.reshape(shape), per_env)),
+            nested_start,
+            actions.reshape(-1, *shape),
+        )
+        default = scan(jax.vmap(single.step), start, actions)
+        return start, flat, nested, default
+
+    start, flat, nested, default = jax.device_get(jax.jit(run)())
+    merged = jax.tree.map(lambda x: x.reshape(x.shape[0], rows, *x.shape[4:]), nested)
+    _same(merged, flat)
+
+    # and what an env gets alone, without any vmap (a plain `lax.cond` reset): two envs
+    # whose episodes end in these steps, and two whose do not (the last one is where a
+    # partial reset's unused slots point)
+    @jax.jit
+    def alone(state: Any, acts: Any, p: Any) -> Any:
+        return scan(lambda s, a: step(s, a, p), state, acts)
+
+    assert flat.done[:, 19].any() and flat.done[:, 76].any() and not flat.done[:, 0].any()
+    for i in (19, 76, 0, rows - 1):
+        row = jax.tree.map(lambda x, i=i: x[i], (start, actions.T, per_env))
+        _same(jax.device_get(alone(*row)), jax.tree.map(lambda x, i=i: x[:, i], flat))
+    per_step = np.sum(flat.done, axis=1)
+    assert np.all((per_step > 0) & (per_step <= rows // 16)), per_step  # partial resets
+    # the per-env volatility reached the envs
+    assert not np.array_equal(flat.observation, default.observation)
 
 
 def test_split_over_devices_every_composition_gives_the_unsplit_batch_level_results():

@@ -13,9 +13,12 @@ Under `jax.vmap` a `lax.cond` with a batched predicate becomes a select: both br
 for every env, so a vmapped `reset_one` would compute a reset for every env on every step,
 and a vmapped `reset_rows` (seeds x envs) all `B` resets of every seed. Both functions
 therefore carry a batching rule (`jax.custom_batching.custom_vmap`): a vmapped `reset_one`
-is a `reset_rows` over the vmapped axis, and a vmapped `reset_rows` is one `reset_rows` over
-the flattened `(outer, B)` rows. However deep the nesting, the batch does the batch-level
-work once. Every env's result is exactly its unbatched one: each reset is the env's own
+is a `reset_rows` over the vmapped axis, and a vmapped `reset_rows` is one `reset_rows`
+over the `(outer, B)` rows, with one more leading batch dim. However deep the nesting, the
+batch does the batch-level work once, and the state keeps its own `(outer, B, ...)` buffers:
+reshaping it to one flat batch for the conditional made XLA copy leaves on every step where
+no env is done (Portfolio-v0, seeds x envs: 0.84x of the flat batch, 1.00x without). Only
+the partial reset's gather and scatter index a flat view of each leaf. Every env's result is exactly its unbatched one: each reset is the env's own
 `reset` on its own key (and `previous=` row and params), and the envs that are not done
 keep their state bit for bit.
 
@@ -28,6 +31,7 @@ Forward and reverse mode both work, under `vmap` too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -48,8 +52,9 @@ def auto_budget(num_envs: int) -> int | None:
     return num_envs // 16 if num_envs >= 32 else None
 
 
-def _rows(params: PyTree, axes: PyTree, rows: Array) -> PyTree:
-    """The per-env leaves of `params` (axis 0) gathered at `rows`; shared leaves as they are."""
+def _rows(params: PyTree, axes: PyTree, rows: Any) -> PyTree:
+    """The per-env leaves of `params` (axis 0) gathered at `rows` (an index array, or a
+    tuple of them over several leading dims); shared leaves as they are."""
     treedef: Any
     leaves, treedef = jax.tree.flatten(params)
     flat_axes = treedef.flatten_up_to(axes)
@@ -115,39 +120,33 @@ def _broadcast(tree: PyTree, batched: PyTree, size: int) -> PyTree:
     )
 
 
-def _merge(tree: PyTree) -> PyTree:
-    """Leaves of shape `(outer, B, ...)` as `(outer * B, ...)`."""
-    return jax.tree.map(lambda x: jnp.reshape(x, (-1, *jnp.shape(x)[2:])), tree)
-
-
-def _split(tree: PyTree, outer: int) -> PyTree:
-    """Leaves of shape `(outer * B, ...)` as `(outer, B, ...)`."""
-    return jax.tree.map(lambda x: jnp.reshape(x, (outer, -1, *jnp.shape(x)[1:])), tree)
-
-
-def _merge_params(
-    params: PyTree, axes: PyTree, outer_batched: PyTree, outer: int, rows: int
+def _lead_params(
+    params: PyTree, axes: PyTree, outer_batched: PyTree, outer: int, lead: tuple[int, ...]
 ) -> tuple[PyTree, PyTree]:
-    """`params` for `outer * rows` flattened rows, and their axes: a leaf batched by neither
-    vmap stays shared; any other gets one row per flattened env."""
+    """`params` for the `(outer, *lead)` rows of a vmapped `reset_rows`, and their axes: a
+    leaf batched by neither vmap stays shared (axis None); any other gets the full
+    `(outer, *lead, ...)` leading shape (axis 0). Params are small, so broadcasting them is
+    cheap; the state itself is never reshaped."""
     treedef: Any
     leaves, treedef = jax.tree.flatten(params)
     inner_axes = treedef.flatten_up_to(axes) if axes is not None else [None] * len(leaves)
     flags = treedef.flatten_up_to(outer_batched)
-    merged: list[Any] = []
-    merged_axes: list[int | None] = []
+    out: list[Any] = []
+    out_axes: list[int | None] = []
     for x, inner, batched in zip(leaves, inner_axes, flags, strict=True):
         if not batched and inner is None:
-            merged.append(x)
-            merged_axes.append(None)
+            out.append(x)
+            out_axes.append(None)
             continue
-        if not batched:  # (rows, ...) -> every outer index
+        if not batched:  # (*lead, ...) -> every outer index
             x = jnp.broadcast_to(x, (outer, *jnp.shape(x)))
         elif inner is None:  # (outer, ...) -> every row
-            x = jnp.broadcast_to(x[:, None], (outer, rows, *jnp.shape(x)[1:]))
-        merged.append(jnp.reshape(x, (outer * rows, *jnp.shape(x)[2:])))
-        merged_axes.append(0)
-    return jax.tree.unflatten(treedef, merged), jax.tree.unflatten(treedef, merged_axes)
+            rest = jnp.shape(x)[1:]
+            x = jnp.reshape(x, (outer, *(1,) * len(lead), *rest))
+            x = jnp.broadcast_to(x, (outer, *lead, *rest))
+        out.append(x)
+        out_axes.append(0)
+    return jax.tree.unflatten(treedef, out), jax.tree.unflatten(treedef, out_axes)
 
 
 def reset_rows(
@@ -185,85 +184,104 @@ def reset_rows(
     Returns:
         The batch, rows where `done` is False bit-identical to `state`.
     """
+    rule = _Rows(env, key_fn, with_previous, finish)
+    return _no_gradient_into_resets(rule.function(axes, budget))(keys, state, done, _arrays(params))
 
-    def rows(keys: KeyArray, state: Any, done: Array, params: PyTree) -> Any:
-        return _rows_impl(
-            env, keys, state, done, key_fn, params, axes, with_previous, budget, finish
-        )
 
-    batched = jax.custom_batching.custom_vmap(rows)
+class _Rows:
+    """`reset_rows` over any number of leading batch dims, with its batching rule.
 
-    @batched.def_vmap
-    def _nested(outer: int, in_batched: Any, keys: Any, state: Any, done: Any, params: Any) -> Any:
-        keys_b, state_b, done_b, params_b = in_batched
-        keys, state, done = _broadcast((keys, state, done), (keys_b, state_b, done_b), outer)
-        size = jnp.shape(done)[1]
-        flat_params, flat_axes = _merge_params(params, axes, params_b, outer, size)
+    `function(axes, budget)` takes `(keys, state, done, params)` where `done` has the batch
+    shape `lead` (one dim for `reset_rows`, one more per enclosing `vmap`), `keys` the same,
+    every state leaf leads with `lead`, and each params leaf is shared (axis None) or has
+    the full `lead` leading shape (axis 0). Under `vmap` it becomes the same function with
+    one more leading dim: the envs of every seed are one batch, and the state keeps its own
+    `(outer, *lead, ...)` buffers (no reshape), so XLA hands it on untouched on a step where
+    no env is done.
+    """
+
+    def __init__(self, env: Any, key_fn: KeyFn, with_previous: bool, finish: Finish) -> None:
+        self.env, self.key_fn, self.with_previous, self.finish = env, key_fn, with_previous, finish
+
+    def function(self, axes: PyTree, budget: int | None) -> Any:
+        def rows(keys: KeyArray, state: Any, done: Array, params: PyTree) -> Any:
+            return self.impl(keys, state, done, params, axes, budget)
+
+        batched = jax.custom_batching.custom_vmap(rows)
+
+        @batched.def_vmap
+        def _nested(
+            outer: int, in_batched: Any, keys: Any, state: Any, done: Any, params: Any
+        ) -> Any:
+            keys_b, state_b, done_b, params_b = in_batched
+            keys, state, done = _broadcast((keys, state, done), (keys_b, state_b, done_b), outer)
+            lead = jnp.shape(done)[1:]
+            params, outer_axes = _lead_params(params, axes, params_b, outer, lead)
+            more = None if budget is None else budget * outer
+            out = self.function(outer_axes, more)(keys, state, done, params)
+            return out, jax.tree.map(lambda _: True, out)
+
+        return batched
+
+    def reset_call(self, depth: int, axes: PyTree) -> Callable[[KeyArray, Any, PyTree], Any]:
+        """The env's reset vmapped over `depth` leading dims of keys, previous and params."""
+        fn = _reset_call(self.env, self.key_fn)
+        for _ in range(depth):
+            fn = jax.vmap(fn, in_axes=(0, 0, axes))
+        return fn
+
+    def impl(
+        self,
+        keys: KeyArray,
+        state: Any,
+        done: Array,
+        params: PyTree,
+        axes: PyTree,
+        budget: int | None,
+    ) -> Any:
+        lead = jnp.shape(done)
+        num = math.prod(lead)
+        complete = self.finish if self.finish is not None else (lambda fresh, old: fresh)
+        with_previous = self.with_previous
+
+        def reset_all(state: Any) -> Any:
+            previous = state if with_previous else None
+            fresh = self.reset_call(len(lead), axes)(keys, previous, params)
+            return where_done(done, complete(fresh, state), state)
+
+        def keep(state: Any) -> Any:
+            return state
+
+        if budget is None or budget >= num:
+            return jax.lax.cond(jnp.any(done), reset_all, keep, state)
 
         def reset_some(state: Any) -> Any:
-            flat = reset_rows(
-                env,
-                *_merge((keys, state, done)),
-                key_fn=key_fn,
-                params=flat_params,
-                axes=flat_axes,
-                with_previous=with_previous,
-                budget=None if budget is None else budget * outer,
-                finish=finish,
+            (idx,) = jnp.nonzero(jnp.reshape(done, (num,)), size=budget, fill_value=num)
+            rows = jnp.minimum(idx, num - 1)
+            # over several leading dims, the gather and the scatter index one flat view of
+            # each leaf (a bitcast): one-dimensional indices, as for a flat batch
+            flat = jax.tree.map(lambda s: jnp.reshape(s, (num, *jnp.shape(s)[len(lead) :])), state)
+            old = jax.tree.map(lambda s: s[rows], flat)
+            some = params if params is None else _rows(params, axes, jnp.unravel_index(rows, lead))
+            flat_keys = jnp.reshape(keys, (num, *jnp.shape(keys)[len(lead) :]))
+            fresh = self.reset_call(1, axes)(flat_keys[rows], old if with_previous else None, some)
+            fresh = complete(fresh, old)
+            return jax.tree.map(
+                lambda s, f, o: jnp.reshape(s.at[idx].set(f, mode="drop"), jnp.shape(o)),
+                flat,
+                fresh,
+                state,
             )
-            return _split(flat, outer)
 
-        # decided here too, so that a step where no env is done hands the state on in its
-        # own (outer, B) buffers, never through the flattened copy
-        out = jax.lax.cond(jnp.any(done), reset_some, lambda state: state, state)
-        return out, jax.tree.map(lambda _: True, out)
+        def reset_some_or_all(state: Any) -> Any:
+            count = jnp.sum(done, dtype=jnp.int32)
+            return jax.lax.cond(count <= budget, reset_some, reset_all, state)
 
-    return _no_gradient_into_resets(batched)(keys, state, done, _arrays(params))
-
-
-def _rows_impl(
-    env: Any,
-    keys: KeyArray,
-    state: Any,
-    done: Array,
-    key_fn: KeyFn,
-    params: PyTree,
-    axes: PyTree,
-    with_previous: bool,
-    budget: int | None,
-    finish: Finish,
-) -> Any:
-    num = jnp.shape(done)[0]
-    complete = finish if finish is not None else (lambda fresh, old: fresh)
-    batch_reset = jax.vmap(_reset_call(env, key_fn), in_axes=(0, 0, axes))
-
-    def reset_all(state: Any) -> Any:
-        previous = state if with_previous else None
-        return where_done(done, complete(batch_reset(keys, previous, params), state), state)
-
-    def keep(state: Any) -> Any:
-        return state
-
-    if budget is None or budget >= num:
-        return jax.lax.cond(jnp.any(done), reset_all, keep, state)
-
-    def reset_some(state: Any) -> Any:
-        (idx,) = jnp.nonzero(done, size=budget, fill_value=num)
-        rows = jnp.minimum(idx, num - 1)
-        old = jax.tree.map(lambda s: s[rows], state)
-        some = params if params is None else _rows(params, axes, rows)
-        fresh = complete(batch_reset(keys[rows], old if with_previous else None, some), old)
-        return jax.tree.map(lambda s, f: s.at[idx].set(f, mode="drop"), state, fresh)
-
-    def reset_some_or_all(state: Any) -> Any:
-        count = jnp.sum(done, dtype=jnp.int32)
-        return jax.lax.cond(count <= budget, reset_some, reset_all, state)
-
-    # Two nested two-way conditionals, not one three-way `switch`: XLA then returns the
-    # state of a step where no env is done in its own buffers (the `keep` branch passes
-    # it through), where the `switch` copied every leaf of it (Trading-v0, N = 1024:
-    # 46 kernels per step instead of 55), and only `any(done)` is computed on that step.
-    return jax.lax.cond(jnp.any(done), reset_some_or_all, keep, state)
+        # Two nested two-way conditionals, not one three-way `switch`: XLA then returns the
+        # state of a step where no env is done in its own buffers (the `keep` branch passes
+        # it through), where the `switch` copied every leaf of it (Trading-v0, N = 1024:
+        # 46 kernels per step instead of 55), and only `any(done)` is computed on that step.
+        return jax.lax.cond(jnp.any(done), reset_some_or_all, keep, state)
 
 
 def reset_one(
