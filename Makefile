@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean clients clients-brax
+.PHONY: test test-steps demo install lint typecheck pytest docs bench dist clean clients clients-brax clients-sb3
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .jax_cache .cache site dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS) $(CLIENTS_BRAX) $(CLIENTS_SB3) .jax_cache .cache site dist build .pytest_cache .mypy_cache .ruff_cache
 
 # Third-party trainers in a virtual environment of their own (`.venv-clients`, the `clients`
 # extra): rejax 0.1.3 on gymnax 0.0.9 (tests/clients; see its docstring). `.ci/run` runs it
@@ -98,3 +98,20 @@ clients-brax: $(CLIENTS_BRAX)/.installed
 	$(CLIENTS_BRAX)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients_brax \
 		-W "ignore:jax.device_put_replicated is deprecated:DeprecationWarning" \
 		tests/clients_brax tests/test_export_brax.py tests/test_adapters_imports.py
+
+# Stable-Baselines3 2.9.2 on the Gymnasium export, in a virtual environment of its own
+# (`.venv-sb3`, the `sb3` extra): SB3 needs PyTorch, whose Linux wheel pulls NVIDIA's CUDA
+# libraries (about 3 GB), so it stays out of `.venv`; torch runs on the CPU. SB3's env checker,
+# A2C on GridWorld-v0 and PPO on Trading-v0 (tests/clients_sb3; see its docstring). Warnings
+# stay errors (pyproject's filters). `.ci/run` runs it after `make clients-brax`.
+CLIENTS_SB3 := .venv-sb3
+$(CLIENTS_SB3)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CLIENTS_SB3)
+	( $(CLIENTS_SB3)/bin/python -m pip install --quiet uv && \
+	  $(CLIENTS_SB3)/bin/uv pip install --quiet --python $(CLIENTS_SB3)/bin/python -e ".[sb3]" ) || \
+	$(CLIENTS_SB3)/bin/python -m pip install --quiet -e ".[sb3]"
+	touch $@
+
+clients-sb3: $(CLIENTS_SB3)/.installed
+	$(CLIENTS_SB3)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients_sb3 \
+		--durations=10 tests/clients_sb3

@@ -81,8 +81,9 @@ def _strict_jax(request: pytest.FixtureRequest):
 # use recompiles or loads from the persistent cache.
 _MAPS = pathlib.Path("/proc/self/maps")
 # tests/clients runs in a virtual environment of its own (`make clients`: rejax needs gymnax
-# 0.0.x, this suite gymnax 1.0), so this suite does not collect it
-collect_ignore = ["clients", "clients_brax"]
+# 0.0.x, this suite gymnax 1.0), so this suite does not collect it; nor tests/clients_brax
+# (`make clients-brax`, JAX 0.9.2) and tests/clients_sb3 (`make clients-sb3`, PyTorch)
+collect_ignore = ["clients", "clients_brax", "clients_sb3"]
 
 _MAX_MAPPINGS = 20_000
 
