@@ -65,16 +65,23 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) $(CLIENTS) $(CLIENTS_BRAX) $(CLIENTS_SB3) .jax_cache .cache site dist build .pytest_cache .mypy_cache .ruff_cache
 
+# $(call client_venv,DIR,EXTRA): a virtual environment at DIR with this package and its EXTRA
+# extra (uv when it installs, pip otherwise), stamped DIR/.installed. Each client target below
+# has its own.
+define client_venv
+	$(PYTHON) -m venv $(1)
+	( $(1)/bin/python -m pip install --quiet uv && \
+	  $(1)/bin/uv pip install --quiet --python $(1)/bin/python -e ".[$(2)]" ) || \
+	$(1)/bin/python -m pip install --quiet -e ".[$(2)]"
+	touch $(1)/.installed
+endef
+
 # Third-party trainers in a virtual environment of their own (`.venv-clients`, the `clients`
 # extra): rejax 0.1.3 on gymnax 0.0.9 (tests/clients; see its docstring). `.ci/run` runs it
 # after `make test`.
 CLIENTS := .venv-clients
 $(CLIENTS)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(CLIENTS)
-	( $(CLIENTS)/bin/python -m pip install --quiet uv && \
-	  $(CLIENTS)/bin/uv pip install --quiet --python $(CLIENTS)/bin/python -e ".[clients]" ) || \
-	$(CLIENTS)/bin/python -m pip install --quiet -e ".[clients]"
-	touch $@
+	$(call client_venv,$(CLIENTS),clients)
 
 clients: $(CLIENTS)/.installed
 	$(CLIENTS)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients \
@@ -88,11 +95,7 @@ clients: $(CLIENTS)/.installed
 # `.ci/run` runs it after `make clients`.
 CLIENTS_BRAX := .venv-brax
 $(CLIENTS_BRAX)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(CLIENTS_BRAX)
-	( $(CLIENTS_BRAX)/bin/python -m pip install --quiet uv && \
-	  $(CLIENTS_BRAX)/bin/uv pip install --quiet --python $(CLIENTS_BRAX)/bin/python -e ".[brax-train]" ) || \
-	$(CLIENTS_BRAX)/bin/python -m pip install --quiet -e ".[brax-train]"
-	touch $@
+	$(call client_venv,$(CLIENTS_BRAX),brax-train)
 
 clients-brax: $(CLIENTS_BRAX)/.installed
 	$(CLIENTS_BRAX)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients_brax \
@@ -106,11 +109,7 @@ clients-brax: $(CLIENTS_BRAX)/.installed
 # stay errors (pyproject's filters). `.ci/run` runs it after `make clients-brax`.
 CLIENTS_SB3 := .venv-sb3
 $(CLIENTS_SB3)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(CLIENTS_SB3)
-	( $(CLIENTS_SB3)/bin/python -m pip install --quiet uv && \
-	  $(CLIENTS_SB3)/bin/uv pip install --quiet --python $(CLIENTS_SB3)/bin/python -e ".[sb3]" ) || \
-	$(CLIENTS_SB3)/bin/python -m pip install --quiet -e ".[sb3]"
-	touch $@
+	$(call client_venv,$(CLIENTS_SB3),sb3)
 
 clients-sb3: $(CLIENTS_SB3)/.installed
 	$(CLIENTS_SB3)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/clients_sb3 \
