@@ -23,19 +23,9 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._common import (
-    FinanceEnv,
-    ParamsMethods,
-    check_reset_key,
-    check_step_inputs,
-    divide,
-    float_dtype,
-    numeric_action,
-    resolve_params,
-    static_int,
-)
-from ._plots import EpisodeRender
-from ._validation import Bound, finite_number
+from ._common import ParamsMethods, float_dtype, numeric_action, static_int
+from ._env_parts import SessionEnv
+from ._validation import Bound
 
 __all__ = ["SLOTS", "OptimalExecutionEnv", "OptimalExecutionParams", "OptimalExecutionState"]
 
@@ -138,7 +128,7 @@ def _draw(episode_key: Array, k: Array) -> Array:
     return rng.normal(episode_key, k, SLOTS.MID, 0, dtype=float_dtype())
 
 
-class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
+class OptimalExecutionEnv(SessionEnv):
     """Liquidate a large position over a fixed horizon, trading off impact against risk.
 
     The Almgren-Chriss (2000) execution model, as sekai 0.2.0's `OptimalExecution-v0`
@@ -184,16 +174,8 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
     """
 
     SLOTS = SLOTS
-    attribute_params = (
-        "initial_inventory",
-        "s0",
-        "sigma",
-        "total_time",
-        "permanent_impact",
-        "temporary_impact",
-        "fixed_cost",
-        "risk_aversion",
-    )
+    attribute_params = tuple(_BOUNDS)
+    _bounds = _BOUNDS
     static_params: ClassVar[dict[str, str]] = {
         "n_steps": "it fixes the episode length and the compiled program"
     }
@@ -225,12 +207,7 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
             "fixed_cost": fixed_cost,
             "risk_aversion": risk_aversion,
         }
-        self.params = _check_impacts(
-            OptimalExecutionParams(
-                **{name: finite_number(name, v, _BOUNDS[name]) for name, v in given.items()}
-            ),
-            steps,
-        )
+        self.params = _check_impacts(self._checked(OptimalExecutionParams, given), steps)
         self.observation_space = spaces.Box(
             np.array([0.0, 0.0, -np.inf]), np.array([1.0, 1.0, np.inf]), (3,), jnp.float32
         )
@@ -243,12 +220,8 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         """Trading period `total_time / n_steps` of the stored params."""
         return float(self.params.total_time) / self.n_steps
 
-    def _params(self, params: OptimalExecutionParams | None) -> OptimalExecutionParams:
-        return resolve_params(params, self.params)
-
     def _set_param(self, name: str, value: Any) -> OptimalExecutionParams:
-        changed = self.params.replace(**{name: finite_number(name, value, _BOUNDS[name])})
-        return _check_impacts(changed, self.n_steps)
+        return _check_impacts(super()._set_param(name, value), self.n_steps)
 
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: OptimalExecutionParams | None = None) -> State:
@@ -261,10 +234,8 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         Returns:
             The first `State` (reward 0, both flags False, `step_count` 0).
         """
-        check_reset_key(self, key)
-        p = self._params(params)
+        p, ek = self._reset_params(key, params)
         zero = jnp.zeros((), p.s0.dtype)
-        ek = rng.episode_key(key)
         env_state = OptimalExecutionState(
             inventory=p.initial_inventory,
             move=zero,
@@ -289,14 +260,12 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         Returns:
             The next `State`.
         """
-        check_step_inputs(self, action, any_shape=True)
-        p = self._params(params)
+        p, fraction = self._step_action(action, params, 1.0)
         fdt = p.s0.dtype
         z = self.step_noise(state)
-        fraction = jnp.clip(self._action(action).astype(fdt), 0.0, 1.0)
         es: OptimalExecutionState = state.env_state
         k = state.step_count
-        tau = divide(p.total_time, self.n_steps)
+        tau = self._period(p)
         inventory, move = es.inventory, es.move
         shares = jnp.where(k == self.n_steps - 1, inventory, fraction * inventory)
         # The execution price relative to s0 (sekai: `mid - epsilon - eta shares / tau`).
@@ -381,14 +350,10 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
         key: PRNGKeyArray,
     ) -> State:
         """The `State` for `env_state` after `k` steps; one builder for reset and step."""
-        fdt = p.s0.dtype
-        tau = divide(p.total_time, self.n_steps)
         scale = p.sigma * jnp.sqrt(p.total_time)
         moved = jnp.where(scale > 0, env_state.move / jnp.where(scale > 0, scale, 1.0), 0.0)
-        remaining = jnp.maximum(self.n_steps - k, 0).astype(fdt)
-        observation = jnp.stack(
-            [env_state.inventory / p.initial_inventory, divide(remaining, self.n_steps), moved]
-        ).astype(jnp.float32)
+        inventory_left = env_state.inventory / p.initial_inventory
+        observation = jnp.stack([inventory_left, self._time_left(k, p.s0.dtype), moved])
         notional = p.initial_inventory * p.s0
         info = {
             "shares_sold": shares,
@@ -397,17 +362,15 @@ class OptimalExecutionEnv(FinanceEnv, EpisodeRender):
             "mid_price": p.s0 + env_state.move,
             "implementation_shortfall": env_state.shortfall,
             "shortfall_bps": 1e4 * env_state.shortfall / notional,
-            "timestamp": k.astype(fdt) * tau,
-            "dt": tau,
         }
-        return State(
-            env_state=env_state,
-            observation=observation,
-            reward=jnp.asarray(reward, fdt),
-            termination=jnp.asarray(terminated),
-            truncation=jnp.bool_(False),
+        return self._session_state(
+            env_state,
+            k,
+            p,
+            observation=observation.astype(jnp.float32),
             info=info,
-            step_count=k,
+            reward=reward,
+            terminated=terminated,
             key=key,
         )
 

@@ -23,19 +23,8 @@ from .. import _spaces as spaces
 from .. import rng
 from .._core import State
 from . import _baselines
-from ._common import (
-    FinanceEnv,
-    ParamsMethods,
-    check_reset_key,
-    check_step_inputs,
-    divide,
-    evaluated_once,
-    float_dtype,
-    numeric_action,
-    resolve_params,
-    static_int,
-)
-from ._plots import EpisodeRender
+from ._common import ParamsMethods, divide, evaluated_once, float_dtype, numeric_action, static_int
+from ._env_parts import SessionEnv
 from ._validation import Bound, finite_number
 
 __all__ = ["SLOTS", "MarketMakingEnv", "MarketMakingParams", "MarketMakingState"]
@@ -126,7 +115,7 @@ def _draws(episode_key: Array, t: Array) -> tuple[Array, Array]:
     return u, rng.normal(episode_key, t, SLOTS.MID, 0, dtype=dt)
 
 
-class MarketMakingEnv(FinanceEnv, EpisodeRender):
+class MarketMakingEnv(SessionEnv):
     """Quote a bid and an ask around a moving mid price and manage inventory risk.
 
     The Avellaneda-Stoikov (2008) market-making model, as sekai 0.2.0's `MarketMaking-v0`:
@@ -176,14 +165,8 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
     """
 
     SLOTS = SLOTS
-    attribute_params = (
-        "s0",
-        "sigma",
-        "total_time",
-        "fill_intensity",
-        "fill_decay",
-        "risk_aversion",
-    )
+    attribute_params = tuple(_BOUNDS)
+    _bounds = _BOUNDS
     static_params: ClassVar[dict[str, str]] = {
         "n_steps": "it fixes the episode length and the compiled program",
         "max_inventory": "it scales the observation and bounds the inventory",
@@ -227,9 +210,7 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
             "fill_decay": fill_decay,
             "risk_aversion": risk_aversion,
         }
-        self.params = MarketMakingParams(
-            **{name: finite_number(name, v, _BOUNDS[name]) for name, v in given.items()}
-        )
+        self.params = self._checked(MarketMakingParams, given)
         self.n_steps = steps
         self.max_inventory = limit
         self.order_size = size
@@ -246,12 +227,6 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         """Step length `total_time / n_steps` of the stored params."""
         return float(self.params.total_time) / self.n_steps
 
-    def _params(self, params: MarketMakingParams | None) -> MarketMakingParams:
-        return resolve_params(params, self.params)
-
-    def _set_param(self, name: str, value: Any) -> MarketMakingParams:
-        return self.params.replace(**{name: finite_number(name, value, _BOUNDS[name])})
-
     # -- protocol --------------------------------------------------------------------------
     def reset(self, *, key: PRNGKeyArray, params: MarketMakingParams | None = None) -> State:
         """Start a session: mid `s0`, no inventory, no cash (and the first step's draws).
@@ -263,9 +238,7 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         Returns:
             The first `State` (reward 0, both flags False, `step_count` 0).
         """
-        check_reset_key(self, key)
-        p = self._params(params)
-        ek = rng.episode_key(key)
+        p, ek = self._reset_params(key, params)
         u, z = _draws(ek, jnp.int32(0))
         env_state = MarketMakingState(
             mid=p.s0,
@@ -296,14 +269,13 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         Returns:
             The next `State`.
         """
-        check_step_inputs(self, action, any_shape=True)
-        p = self._params(params)
+        p, offsets = self._step_action(action, params, self.max_offset)
+        offsets = evaluated_once(offsets)
         fdt = p.s0.dtype
         u, z = self.step_noise(state)
-        offsets = evaluated_once(jnp.clip(self._action(action).astype(fdt), 0.0, self.max_offset))
         es: MarketMakingState = state.env_state
         t = state.step_count
-        dt = divide(p.total_time, self.n_steps)
+        dt = self._period(p)
         mid, inventory, cash = es.mid, es.inventory, es.cash
         bid, ask = mid - offsets[0], mid + offsets[1]
         q = self.order_size
@@ -380,7 +352,7 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
         """
         p = self._params(params)
         d = jnp.asarray(offset, p.s0.dtype)
-        dt = divide(p.total_time, self.n_steps)
+        dt = self._period(p)
         return 1.0 - jnp.exp(-p.fill_intensity * jnp.exp(-p.fill_decay * d) * dt)
 
     def avellaneda_stoikov_action(
@@ -411,12 +383,8 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
     ) -> State:
         """The `State` for `env_state` after `t` steps; one builder for reset and step."""
         fdt = p.s0.dtype
-        dt = divide(p.total_time, self.n_steps)
         inv = env_state.inventory.astype(fdt)
-        remaining = jnp.maximum(self.n_steps - t, 0).astype(fdt)
-        observation = jnp.stack(
-            [divide(inv, self.max_inventory), divide(remaining, self.n_steps)]
-        ).astype(jnp.float32)
+        observation = jnp.stack([divide(inv, self.max_inventory), self._time_left(t, fdt)])
         info = {
             "mid_price": env_state.mid,
             "inventory": env_state.inventory,
@@ -426,17 +394,15 @@ class MarketMakingEnv(FinanceEnv, EpisodeRender):
             "ask": ask,
             "bid_filled": bid_filled,
             "ask_filled": ask_filled,
-            "timestamp": t.astype(fdt) * dt,
-            "dt": dt,
         }
-        return State(
-            env_state=env_state,
-            observation=observation,
-            reward=jnp.asarray(reward, fdt),
-            termination=jnp.asarray(terminated),
-            truncation=jnp.bool_(False),
+        return self._session_state(
+            env_state,
+            t,
+            p,
+            observation=observation.astype(jnp.float32),
             info=info,
-            step_count=t,
+            reward=reward,
+            terminated=terminated,
             key=key,
         )
 

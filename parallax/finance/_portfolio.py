@@ -15,33 +15,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree, UInt32
 
-from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, PyTreeSpace
-from ._common import ParamsMethods, check_reset_key, check_step_inputs, resolve_params
+from ._common import ParamsMethods, check_step_inputs, float_dtype, resolve_params
 from ._costs import CostModel
-from ._costs_convert import as_cost_model
 from ._costs_numerics import sum_left_to_right
-from ._data_inputs import market_inputs
-from ._history import HistoryEnv, as_market_model, check_sources
-from ._market import (
-    Market,
-    MarketState,
-    correlation_default,
-    float_dtype,
-    load_prices,
-    simple_return,
-)
+from ._env_parts import HistoryEnvParts
+from ._history import as_market_model
+from ._market import MarketState, correlation_default, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
-from ._samplers import as_sampler
-from ._trading import _timestamps
-from ._validation import (
-    check_correlation,
-    finite_array,
-    finite_number,
-    int_at_least,
-    per_asset,
-)
+from ._validation import check_correlation, finite_array, finite_number, int_at_least, per_asset
 
 __all__ = ["PortfolioEnv", "PortfolioParams", "PortfolioState"]
 
@@ -98,7 +81,7 @@ class PortfolioState:
     reward_state: PyTree
 
 
-class PortfolioEnv(HistoryEnv):
+class PortfolioEnv(HistoryEnvParts):
     """Allocate wealth across several assets and cash every step (sekai's `Portfolio-v0`).
 
     - Observation: a dict, `"returns"`: float32 `(lookback, n)` recent log returns, and
@@ -189,24 +172,11 @@ class PortfolioEnv(HistoryEnv):
         sampler: Any = "random",
         capital: Any = 1_000_000.0,
     ) -> None:
-        check_sources("PortfolioEnv", prices=prices, data=data, model=model)
-        episode_length = int_at_least("episode_length", episode_length, 1)
-        lookback = int_at_least("lookback", lookback, 1)
+        episode_length, lookback = self._episode_args(prices, data, model, episode_length, lookback)
         if dt is not None:
             dt = finite_number("dt", dt, ">0")
-        inputs = (
-            None
-            if data is None
-            else market_inputs(data, lookback=lookback, episode_length=episode_length)
-        )
-        fields = {} if inputs is None else {"fields": inputs.fields, "lookback": lookback}
-        cost = as_cost_model(transaction_cost, **fields)
-        window = lookback + episode_length + 1
-        history, implied_dt = (
-            (None, None) if prices is None else load_prices(prices, ndim=2, min_rows=window)
-        )
-        if inputs is not None:
-            history, implied_dt = np.asarray(inputs.prices, np.float64), inputs.dt
+        inputs, fields, cost = self._cost_source(data, transaction_cost, one_asset=False)
+        history, implied_dt = self._price_history(prices, inputs, one_asset=False)
         if model is not None:
             model = as_market_model("PortfolioEnv", model)
             if dt is None:
@@ -243,28 +213,12 @@ class PortfolioEnv(HistoryEnv):
         corr_arr, chol = check_correlation(corr_arr, n)
         reward_fn = as_reward(reward)
         cost.check_assets(n)
-        self.sampler = as_sampler(sampler)
+        self._use_market(
+            prices, history, inputs, fields, sampler, transaction_cost, n_assets=n, correlated=True
+        )
         self.n_assets = n
         self.allow_short = allow_short
-        self._episode_length = episode_length
-        self._lookback = lookback
-        self.transaction_cost = transaction_cost
         self.corr = corr_arr
-        self.market = Market(
-            lookback=lookback,
-            episode_length=episode_length,
-            n_assets=n,
-            history=history,
-            correlated=True,
-        )
-        self.inputs = inputs
-        self._cost_fields = fields
-        if inputs is not None:
-            self.market.use_data(inputs)
-        self.timestamps = (
-            _timestamps(prices, history) if inputs is None else np.asarray(inputs.timestamps)
-        )
-        self._check_sampler()
         resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
         self.params = PortfolioParams(
             mu=mu_arr,
@@ -292,10 +246,7 @@ class PortfolioEnv(HistoryEnv):
     def _set_param(self, name: str, value: Any) -> PortfolioParams:
         n = self.n_assets
         if name == "transaction_cost":
-            cost = as_cost_model(value, **self._cost_fields)
-            cost.check_assets(n)
-            object.__setattr__(self, "transaction_cost", value)
-            return self.params.replace(cost=cost)
+            return self._set_cost(value)  # type: ignore[no-any-return]
         if name == "corr":
             corr, chol = check_correlation(value, n)
             object.__setattr__(self, "corr", corr)
@@ -304,17 +255,6 @@ class PortfolioEnv(HistoryEnv):
             arr = finite_array(name, value, ">=0" if name == "sigma" else None)
             return self.params.replace(**{name: per_asset(name, arr, n)})
         return self.params.replace(**{name: np.float64(finite_number(name, value, ">0"))})
-
-    # -- read-only shape parameters ------------------------------------------------------
-    @property
-    def episode_length(self) -> int:
-        """Steps per episode (fixed: it sizes the windows)."""
-        return self._episode_length
-
-    @property
-    def lookback(self) -> int:
-        """Rows of returns in the observation (fixed: it sizes the observation)."""
-        return self._lookback
 
     @property
     def prices(self) -> np.ndarray | None:
@@ -353,13 +293,11 @@ class PortfolioEnv(HistoryEnv):
         small = total < 1e-12
         return jnp.where(small, self._cash_only(dtype), a / jnp.where(small, 1.0, total))
 
+    def _s0_and_chol(self, p: PortfolioParams, dtype: Any) -> tuple[Array, Array]:
+        return jnp.asarray(_S0, dtype), p.chol
+
     def _observation(self, market: MarketState, weights: Array) -> dict[str, Array]:
         return {"returns": market.window, "weights": weights.astype(jnp.float32)}
-
-    def _timestamp(self, market: MarketState, t: Array) -> Array:
-        if self.market.simulated:
-            return t.astype(jnp.int32)
-        return (market.start + self.lookback + t).astype(jnp.int32)
 
     def reset(
         self,
@@ -382,21 +320,7 @@ class PortfolioEnv(HistoryEnv):
         Returns:
             The first `State`.
         """
-        check_reset_key(self, key)
-        dtype = float_dtype()
-        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
-        ek = rng.episode_key(key)
-        market = self.market.reset(
-            ek,
-            self._window_start(ek, start, previous),
-            mu=p.mu,
-            sigma=p.sigma,
-            s0=jnp.asarray(_S0, dtype),
-            dt=p.dt,
-            chol=p.chol,
-            dtype=dtype,
-            model=p.model,
-        )
+        p, ek, market, dtype = self._reset_market(key, start, params, previous)
         zero = jnp.zeros((), dtype)
         env_state = PortfolioState(
             episode_key=ek,
@@ -438,19 +362,8 @@ class PortfolioEnv(HistoryEnv):
         target = self.action_to_weights(action, dtype)
         trades = target[:n] - es.weights[:n]
         turnover = sum_left_to_right(jnp.abs(trades))
-        data_inputs = self.market.cost_inputs(es.market, t, p.cost.requires, dtype)
-        cost = p.cost(trades, equity=p.capital * es.portfolio_value, **data_inputs)
-        market, log_returns, _ = self.market.advance(
-            es.market,
-            es.episode_key,
-            t,
-            mu=p.mu,
-            sigma=p.sigma,
-            s0=jnp.asarray(_S0, dtype),
-            dt=p.dt,
-            chol=p.chol,
-            model=p.model,
-        )
+        cost = self._trade_cost(es.market, t, p, trades, es.portfolio_value, dtype)
+        market, log_returns, _ = self._advance(es.market, es.episode_key, t, p, dtype)
         # P[i+1] / P[i] - 1 from the log returns: finite even where a float32 price is not.
         asset_returns = simple_return(log_returns)
         gross = sum_left_to_right(target[:n] * asset_returns)
@@ -511,28 +424,21 @@ class PortfolioEnv(HistoryEnv):
             "turnover": turnover,
             "cost": cost,
             "asset_returns": asset_returns,
-            "timestamp": self._timestamp(env_state.market, t),
-            "dt": p.dt,
         }
-        return State(
-            env_state=env_state,
+        return self._history_state(
+            env_state,
+            p,
+            t=t,
             observation=self._observation(env_state.market, env_state.weights),
-            reward=reward,
-            termination=terminated,
-            truncation=truncated,
             info=info,
-            step_count=t,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
             key=key,
         )
 
     def __repr__(self) -> str:
-        model = self.params.model
-        source = (
-            ("GBM" if model is None else type(model).__name__)
-            if self.market.simulated
-            else f"prices[{self.market.n_rows}]"
-        )
         return (
-            f"PortfolioEnv({source}, n_assets={self.n_assets}, "
+            f"PortfolioEnv({self._source()}, n_assets={self.n_assets}, "
             f"episode_length={self.episode_length}, lookback={self.lookback})"
         )

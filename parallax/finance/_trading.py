@@ -15,18 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree, UInt32
 
-from .. import rng
 from .._core import KeyArray, State
 from .._spaces import Box, Discrete
-from ._common import ParamsMethods, check_reset_key, check_step_inputs, resolve_params
+from ._common import ParamsMethods, check_step_inputs, resolve_params
 from ._costs import CostModel
-from ._costs_convert import as_cost_model
-from ._data_inputs import market_inputs
-from ._history import HistoryEnv, as_market_model, check_sources
-from ._market import Market, MarketState, float_dtype, load_prices, simple_return
+from ._env_parts import HistoryEnvParts
+from ._history import as_market_model
+from ._market import MarketState, simple_return
 from ._rewards import RewardFunction, as_reward, outcome_from_growth
-from ._samplers import as_sampler
-from ._validation import Bound, finite_array, finite_number, int_at_least
+from ._validation import Bound, finite_array, finite_number
 
 __all__ = ["TradingEnv", "TradingParams", "TradingState"]
 
@@ -81,7 +78,7 @@ class TradingState:
     reward_state: PyTree
 
 
-class TradingEnv(HistoryEnv):
+class TradingEnv(HistoryEnvParts):
     """Trade a single asset by choosing a target position each step (sekai's `Trading-v0`).
 
     - Observation: float32 `(lookback + 1,)`: the last `lookback` log returns, then the
@@ -170,9 +167,7 @@ class TradingEnv(HistoryEnv):
         sampler: Any = "random",
         capital: Any = 1_000_000.0,
     ) -> None:
-        check_sources("TradingEnv", prices=prices, data=data, model=model)
-        episode_length = int_at_least("episode_length", episode_length, 1)
-        lookback = int_at_least("lookback", lookback, 1)
+        episode_length, lookback = self._episode_args(prices, data, model, episode_length, lookback)
         try:
             count = len(positions)
         except TypeError:
@@ -188,46 +183,17 @@ class TradingEnv(HistoryEnv):
         positions_arr = finite_array("positions", positions)
         if positions_arr.ndim != 1:
             raise ValueError(f"positions must be 1-D, got shape {positions_arr.shape}")
-        inputs = (
-            None
-            if data is None
-            else market_inputs(
-                data, lookback=lookback, episode_length=episode_length, one_asset=True
-            )
-        )
-        fields = {} if inputs is None else {"fields": inputs.fields, "lookback": lookback}
-        cost = as_cost_model(transaction_cost, **fields)
+        inputs, fields, cost = self._cost_source(data, transaction_cost, one_asset=True)
         mu = finite_number("mu", mu)
         sigma = finite_number("sigma", sigma, ">=0")
         s0 = finite_number("s0", s0, ">0")
         reward_fn = as_reward(reward)
         capital = finite_number("capital", capital, ">0")
-        window = lookback + episode_length + 1
-        history, implied_dt = (
-            (None, None) if prices is None else load_prices(prices, ndim=1, min_rows=window)
-        )
-        if inputs is not None:
-            history, implied_dt = inputs.prices[:, None], inputs.dt
+        history, implied_dt = self._price_history(prices, inputs, one_asset=True)
         cost.check_assets(1)
-        self.sampler = as_sampler(sampler)
-        self._episode_length = episode_length
-        self._lookback = lookback
-        self.transaction_cost = transaction_cost
-        self.market = Market(
-            lookback=lookback,
-            episode_length=episode_length,
-            n_assets=1,
-            history=history,
-            correlated=False,
+        self._use_market(
+            prices, history, inputs, fields, sampler, transaction_cost, n_assets=1, correlated=False
         )
-        self.inputs = inputs
-        self._cost_fields = fields
-        if inputs is not None:
-            self.market.use_data(inputs)
-        self.timestamps = (
-            _timestamps(prices, history) if inputs is None else np.asarray(inputs.timestamps)
-        )
-        self._check_sampler()
         if dt is None and model is not None:
             implied_dt = float(model.dt)
         resolved_dt = dt if dt is not None else (implied_dt if implied_dt else 1 / 252)
@@ -252,23 +218,9 @@ class TradingEnv(HistoryEnv):
 
     def _set_param(self, name: str, value: Any) -> TradingParams:
         if name == "transaction_cost":
-            cost = as_cost_model(value, **self._cost_fields)
-            cost.check_assets(1)
-            object.__setattr__(self, "transaction_cost", value)
-            return self.params.replace(cost=cost)
+            return self._set_cost(value)  # type: ignore[no-any-return]
         bound: Bound = None if name == "mu" else (">=0" if name == "sigma" else ">0")
         return self.params.replace(**{name: np.float64(finite_number(name, value, bound))})
-
-    # -- read-only shape parameters ------------------------------------------------------------
-    @property
-    def episode_length(self) -> int:
-        """Steps per episode (fixed: it sizes the windows)."""
-        return self._episode_length
-
-    @property
-    def lookback(self) -> int:
-        """Log returns in the observation (fixed: it sizes the observation)."""
-        return self._lookback
 
     @property
     def prices(self) -> np.ndarray | None:
@@ -276,13 +228,11 @@ class TradingEnv(HistoryEnv):
         return None if self.market.history is None else self.market.history[:, 0]
 
     # -- protocol ------------------------------------------------------------------------
+    def _s0_and_chol(self, p: TradingParams, dtype: Any) -> tuple[Array, None]:
+        return p.s0, None
+
     def _observation(self, market: MarketState, position: Array) -> Array:
         return jnp.concatenate([market.window[:, 0], position.astype(jnp.float32)[None]])
-
-    def _timestamp(self, market: MarketState, t: Array) -> Array:
-        if self.market.simulated:
-            return t.astype(jnp.int32)
-        return (market.start + self.lookback + t).astype(jnp.int32)
 
     def reset(
         self,
@@ -307,21 +257,7 @@ class TradingEnv(HistoryEnv):
         Returns:
             The first `State` (reward 0, flags False, step_count 0).
         """
-        check_reset_key(self, key)
-        dtype = float_dtype()
-        p = resolve_params(params, self.params, dtype=dtype, barrier=False)
-        ek = rng.episode_key(key)
-        market = self.market.reset(
-            ek,
-            self._window_start(ek, start, previous),
-            mu=p.mu,
-            sigma=p.sigma,
-            s0=p.s0,
-            dt=p.dt,
-            chol=None,
-            dtype=dtype,
-            model=p.model,
-        )
+        p, ek, market, dtype = self._reset_market(key, start, params, previous)
         zero = jnp.zeros((), dtype)
         env_state = TradingState(
             episode_key=ek,
@@ -364,19 +300,8 @@ class TradingEnv(HistoryEnv):
         index = jnp.clip(jnp.asarray(action), 0, p.positions.shape[0] - 1)
         target = p.positions[index]
         trade = target - es.position
-        data_inputs = self.market.cost_inputs(es.market, t, p.cost.requires, dtype)
-        cost = p.cost(trade[None], equity=p.capital * es.equity, **data_inputs)
-        market, log_return, after = self.market.advance(
-            es.market,
-            es.episode_key,
-            t,
-            mu=p.mu,
-            sigma=p.sigma,
-            s0=p.s0,
-            dt=p.dt,
-            chol=None,
-            model=p.model,
-        )
+        cost = self._trade_cost(es.market, t, p, trade[None], es.equity, dtype)
+        market, log_return, after = self._advance(es.market, es.episode_key, t, p, dtype)
         # P[i+1] / P[i] - 1 from the log return: finite even where a float32 price is not.
         asset_return = simple_return(log_return)[0]
         growth = jnp.where(cost >= 1.0, 0.0, (1.0 - cost) * (1.0 + target * asset_return))
@@ -437,37 +362,21 @@ class TradingEnv(HistoryEnv):
             "asset_return": asset_return,
             "cost": cost,
             "turnover": turnover,
-            "timestamp": self._timestamp(env_state.market, t),
-            "dt": p.dt,
         }
-        return State(
-            env_state=env_state,
+        return self._history_state(
+            env_state,
+            p,
+            t=t,
             observation=self._observation(env_state.market, env_state.position),
-            reward=reward,
-            termination=terminated,
-            truncation=truncated,
             info=info,
-            step_count=t,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
             key=key,
         )
 
     def __repr__(self) -> str:
-        model = self.params.model
-        source = (
-            ("GBM" if model is None else type(model).__name__)
-            if self.market.simulated
-            else f"prices[{self.market.n_rows}]"
-        )
         return (
-            f"TradingEnv({source}, episode_length={self.episode_length}, lookback={self.lookback})"
+            f"TradingEnv({self._source()}, episode_length={self.episode_length}, "
+            f"lookback={self.lookback})"
         )
-
-
-def _timestamps(prices: Any, history: np.ndarray | None) -> np.ndarray | None:
-    """Host timestamps of the history rows: the dates of dated pandas input, else row numbers."""
-    if history is None:
-        return None
-    index = getattr(prices, "index", None)
-    if index is not None and type(index).__name__ == "DatetimeIndex":
-        return np.asarray(index.values, dtype="datetime64[ns]")
-    return np.arange(history.shape[0])
