@@ -14,6 +14,7 @@ import dataclasses
 import functools
 from typing import Any
 
+import _lob_cases as cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,9 +23,8 @@ from test_finance_lob_flow import FlowShim, resting, sekai_resting
 
 import parallax
 from parallax import VmapWrapper, random_actions, rng
-from parallax.finance._invariants import scripted_policies_for
 from parallax.finance._lob import FlowParams, LimitOrderBookEnv
-from parallax.testing import BATTERY_CHECKS, CheckError, run_battery, run_scripted_policies
+from parallax.testing import BATTERY_CHECKS, run_battery
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
@@ -61,19 +61,6 @@ class EnvShim(FlowShim):
         if self.init and self.counts["init"] == 60:
             self.init = False
         return out
-
-
-def _random_action(gen: np.random.Generator, mask: tuple[Any, ...], previous: Any) -> Any:
-    """A legal action; half the time the previous one again (so quotes are kept)."""
-    if previous is not None and gen.random() < 0.5:
-        bid, ask, market = previous
-        if mask[0][bid] and mask[1][ask] and mask[2][market]:
-            return previous
-    choices = [np.flatnonzero(np.asarray(m)) for m in mask]
-    bid = int(gen.choice(choices[0]))
-    ask = int(gen.choice(choices[1]))
-    market = int(gen.choice(choices[2], p=None if len(choices[2]) < 3 else [0.15, 0.7, 0.15]))
-    return np.array([bid, ask, market])
 
 
 def _assert_same(state: Any, obs: dict[str, Any], info: dict[str, Any], where: str) -> None:
@@ -137,7 +124,7 @@ def test_env_equals_sekai_step_by_step(setting: str, x64_on: None) -> None:
             mask = ref.action_mask()
             ours_mask = [np.asarray(m) for m in state.action_mask]
             assert [m.tolist() for m in ours_mask] == [m.astype(bool).tolist() for m in mask]
-            action = _random_action(gen, mask, previous)
+            action = cases.random_legal_action(gen, mask, previous)
             totals["kept"] += int(previous is not None and np.array_equal(action, previous))
             totals["market"] += int(action[2] != 1)
             totals["limit_hit"] += int(not all(np.all(m) for m in mask))
@@ -234,21 +221,7 @@ def tiny_program() -> tuple[LimitOrderBookEnv, Any]:
     """The float32 env and a jitted `rollout(keys, actions)`: each key's reset, then its
     actions `(envs, steps, 3)`, stepped; the states `(envs, steps)`."""
     env = LimitOrderBookEnv(**TINY)
-
-    @jax.jit
-    def rollout(keys: Any, actions: Any) -> Any:
-        def one(key: Any, acts: Any) -> Any:
-            state = env.reset(key=key)
-
-            def body(s: Any, a: Any) -> Any:
-                s = env.step(s, a)
-                return s, s
-
-            return jax.lax.scan(body, state, acts)[1]
-
-        return jax.vmap(one)(keys, actions)
-
-    return env, rollout
+    return env, cases.scan_rollout(env)
 
 
 @pytest.fixture(scope="module")
@@ -256,9 +229,7 @@ def tiny_rollout(tiny_program: Any) -> tuple[LimitOrderBookEnv, Any, Any]:
     """Four float32 envs, vmapped, for a whole session of random actions."""
     env, rollout = tiny_program
     keys = jax.random.split(jax.random.key(7), 4)
-    actions = jax.vmap(
-        lambda k: jax.vmap(lambda kk: env.action_space.sample(key=kk))(jax.random.split(k, 6))
-    )(keys)
+    actions = cases.sample_actions(env, keys, 6)
     return env, (keys, actions), rollout(keys, actions)
 
 
@@ -277,16 +248,7 @@ def test_float32_states_are_finite_and_in_space(tiny_rollout: Any) -> None:
 
 def test_vmap_equals_single_envs(tiny_rollout: Any) -> None:
     env, (keys, actions), states = tiny_rollout
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    for i in (0, 3):
-        state = reset(key=keys[i])
-        for t in range(actions.shape[1]):
-            state = step(state, actions[i, t])
-            batched = jax.tree.map(lambda x, i=i, t=t: x[i, t], states)
-            for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(batched), strict=True):
-                if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
-                    a, b = jax.random.key_data(a), jax.random.key_data(b)
-                np.testing.assert_array_equal(a, b)
+    cases.assert_single_envs_equal_batch(env, keys, actions, states, (0, 3))
     # different keys, different books
     assert not np.array_equal(
         states.env_state.book.price[0, -1], states.env_state.book.price[1, -1]
@@ -343,12 +305,7 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
         assert np.all(np.asarray(jax.vmap(fn)(flat))), name
     one = jax.tree.map(lambda x: x[0, -1], states)
     es = one.env_state
-    bad_wealth = dataclasses.replace(one, info={**one.info, "wealth": one.info["wealth"] + 1.0})
-    crossed_price = es.book.price.at[0].set(jnp.where(es.book.valid[0], 20_000, 0))
-    bad_book = dataclasses.replace(
-        one,
-        env_state=dataclasses.replace(es, book=dataclasses.replace(es.book, price=crossed_price)),
-    )
+    bad_wealth, bad_book = cases.broken_wealth_and_book(one)
     bad_account = dataclasses.replace(
         one,
         env_state=dataclasses.replace(
@@ -410,35 +367,14 @@ X64_STATUSES = {
 X64_ENV = {**TINY, "session_length": 3.0}
 
 
-def battery_in_x64(make_env: Any, checks: list[str], options: dict[str, Any]) -> dict[str, Any]:
-    """`run_battery` over 4-step rollouts of 2 envs under x64, by check name. Strict promotion
-    is set here: a module fixture runs outside the suite's per-test `_strict_jax`."""
-    with (
-        jax.enable_x64(True),
-        jax.numpy_dtype_promotion("strict"),
-        jax.numpy_rank_promotion("raise"),
-    ):
-        outcomes = run_battery(make_env, num_steps=4, batch_size=2, checks=checks, options=options)
-    return {o.check: o for o in outcomes}
-
-
 @pytest.fixture(scope="module")
 def battery_x64() -> dict[str, Any]:
     """The checks `test_battery` leaves out, run once, under x64."""
-    return battery_in_x64(
+    return cases.battery_in_x64(
         lambda: LimitOrderBookEnv(**X64_ENV),
         list(X64_STATUSES),
         {"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2},
     )
-
-
-def assert_invariants_hold_in_x64(env: Any, states: Any) -> None:
-    """Each of `env.invariants`, traced under x64, holds on the first 2 envs' `(batch, time)`
-    float32 states."""
-    flat = jax.tree.map(lambda x: x[:2].reshape(-1, *x.shape[2:]), states)
-    with jax.enable_x64(True):
-        for name, fn in env.invariants.items():
-            assert np.all(np.asarray(jax.jit(jax.vmap(fn))(flat))), name
 
 
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
@@ -446,25 +382,7 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     sweep: each is traced under x64 and strict promotion, where an int64 index once broke
     `trade_log_consistent`)."""
     env, _, states = tiny_rollout
-    assert_invariants_hold_in_x64(env, states)
-
-
-def x64_battery_reports(battery: dict[str, Any], statuses: dict[str, str]) -> dict[str, Any]:
-    """Assert what both LOB envs' x64 batteries share (the exact statuses, the reference's
-    skip, both episodes ended by the auto-reset, both scripted policies, both boundary
-    cases) and return the passing checks' reports."""
-    got = {name: o.status for name, o in battery.items()}
-    messages = "\n\n".join(f"{n}: {o.message}" for n, o in battery.items() if o.message)
-    assert got == statuses, messages
-    assert "no reference" in battery["matches_reference"].message
-    reports = {name: o.report for name, o in battery.items() if o.status == "pass"}
-    assert reports["auto_reset"].stats["episodes_ended"] == 2  # both envs, at step 3
-    assert reports["scripted_policies"].passed == [
-        "never_quote_stays_flat",
-        "market_buy_stops_at_the_limit",
-    ]
-    assert reports["boundary_actions"].passed == ["in_range", "out_of_range"]
-    return reports
+    cases.assert_invariants_hold_in_x64(env, states)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
@@ -473,7 +391,7 @@ def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # not run: XLA's compile of its jitted `parallax.rollout` of this env took over 300 CPU-s
     not_run = {"training_parity"}
     assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - not_run
-    reports = x64_battery_reports(battery_x64, X64_STATUSES)
+    reports = cases.x64_battery_reports(battery_x64, X64_STATUSES)
     assert "single-agent" in battery_x64["marl_rules"].message
     assert "gymnasium_export" in reports["structured_spaces"].passed
 
@@ -490,16 +408,7 @@ class PhantomFill(LimitOrderBookEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, account=account))
 
 
-class NoLimit(LimitOrderBookEnv):
-    """Broken: steps as if the inventory limit were absent (the mask and the market order)."""
-
-    def step(self, state: Any, action: Any, params: Any = None) -> Any:
-        limit = self.max_inventory  # a read-only setting of a built env: set it around it
-        object.__setattr__(self, "max_inventory", 10**6)
-        try:
-            return super().step(state, action, params)
-        finally:
-            object.__setattr__(self, "max_inventory", limit)
+NoLimit = cases.without_inventory_limit(LimitOrderBookEnv)
 
 
 @pytest.mark.parametrize(
@@ -510,14 +419,8 @@ def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None
     """Each policy's outcome fails on an env that breaks the rule it states (float32, the
     whole 6-step TINY session: with 2 lots allowed, 6 buys pass the limit)."""
     env = broken(**TINY)
-    scripted = scripted_policies_for(env)
-    assert scripted is not None and list(scripted) == [
-        "never_quote_stays_flat",
-        "market_buy_stops_at_the_limit",
-    ]
-    assert scripted[policy]["num_steps"] == env.n_steps == 6
-    with pytest.raises(CheckError, match=f"scripted_policies/{policy}"):
-        run_scripted_policies(env, {policy: scripted[policy]}, jax.random.key(3), num_keys=2)
+    assert env.n_steps == 6
+    cases.assert_scripted_policy_catches(env, policy, num_steps=6)
 
 
 def test_docstring_examples() -> None:

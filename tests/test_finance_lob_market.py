@@ -16,19 +16,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import _lob_cases as cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_finance_lob_env import (
-    EnvShim,
-    assert_invariants_hold_in_x64,
-    battery_in_x64,
-    x64_battery_reports,
-)
+from test_finance_lob_env import EnvShim
 from test_finance_lob_flow import resting, sekai_resting
 
-from parallax.finance._invariants import scripted_policies_for
 from parallax.finance._lob import (
     FLOW_SLOTS,
     MARKET_SLOTS,
@@ -40,9 +35,7 @@ from parallax.finance._lob import (
 from parallax.rng import reference
 from parallax.testing import (
     BATTERY_CHECKS,
-    CheckError,
     run_battery,
-    run_scripted_policies,
 )
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
@@ -79,19 +72,6 @@ class MarketShim(EnvShim):
         trader = self.acting[self._take("jitter")]
         u = reference.uniform(self.key, self.step, MARKET_SLOTS.JITTER, trader, dtype=np.float64)
         return low + (high - low) * float(u)
-
-
-def _random_action(gen: np.random.Generator, mask: tuple[Any, ...], previous: Any) -> Any:
-    """A legal action; half the time the previous one again (so quotes are kept)."""
-    if previous is not None and gen.random() < 0.5:
-        bid, ask, market = previous
-        if mask[0][bid] and mask[1][ask] and mask[2][market]:
-            return previous
-    choices = [np.flatnonzero(np.asarray(m)) for m in mask]
-    bid = int(gen.choice(choices[0]))
-    ask = int(gen.choice(choices[1]))
-    market = int(gen.choice(choices[2], p=None if len(choices[2]) < 3 else [0.15, 0.7, 0.15]))
-    return np.array([bid, ask, market])
 
 
 _GLOBAL_INFO = ("timestamp", "dt", "mid_price", "spread")
@@ -189,7 +169,7 @@ def test_market_equals_sekai_step_by_step(
             actions = {}
             for name in acting:
                 mask = ref.action_mask(name)
-                actions[name] = _random_action(gen, mask, previous.get(name))
+                actions[name] = cases.random_legal_action(gen, mask, previous.get(name))
                 totals["kept"] += int(np.array_equal(actions[name], previous.get(name)))
                 totals["market"] += int(actions[name][2] != 1)
                 totals["limit_hit"] += int(not all(np.all(m) for m in mask))
@@ -330,24 +310,8 @@ def tiny_rollout() -> tuple[LimitOrderBookMarketEnv, Any, Any]:
     """Three float32 markets, vmapped, over a session of random actions (and past its end)."""
     env = LimitOrderBookMarketEnv(**TINY)
     keys = jax.random.split(jax.random.key(7), 3)
-    actions = jax.vmap(
-        lambda k: jax.vmap(lambda kk: env.action_space.sample(key=kk))(jax.random.split(k, STEPS))
-    )(keys)
-
-    @jax.jit
-    def rollout(keys: Any, actions: Any) -> Any:
-        def one(key: Any, acts: Any) -> Any:
-            state = env.reset(key=key)
-
-            def body(s: Any, a: Any) -> Any:
-                s = env.step(s, a)
-                return s, s
-
-            return jax.lax.scan(body, state, acts)[1]
-
-        return jax.vmap(one)(keys, actions)
-
-    return env, (keys, actions), rollout(keys, actions)
+    actions = cases.sample_actions(env, keys, STEPS)
+    return env, (keys, actions), cases.scan_rollout(env)(keys, actions)
 
 
 def test_float32_states_are_finite_and_in_space(tiny_rollout: Any) -> None:
@@ -370,16 +334,7 @@ def test_float32_states_are_finite_and_in_space(tiny_rollout: Any) -> None:
 
 def test_vmap_equals_single_envs(tiny_rollout: Any) -> None:
     env, (keys, actions), states = tiny_rollout
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    for i in (0, 2):
-        state = reset(key=keys[i])
-        for t in range(actions.shape[1]):
-            state = step(state, actions[i, t])
-            batched = jax.tree.map(lambda x, i=i, t=t: x[i, t], states)
-            for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(batched), strict=True):
-                if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
-                    a, b = jax.random.key_data(a), jax.random.key_data(b)
-                np.testing.assert_array_equal(a, b)
+    cases.assert_single_envs_equal_batch(env, keys, actions, states, (0, 2))
     # different keys, different books and different jittered clocks
     nd = np.asarray(states.info["next_decision"])
     assert not np.array_equal(nd[0, 0], nd[1, 0])
@@ -393,11 +348,7 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
         assert np.all(np.asarray(jax.vmap(fn)(flat))), name
     one = jax.tree.map(lambda x: x[0, -1], states)
     es = one.env_state
-    bad_wealth = dataclasses.replace(one, info={**one.info, "wealth": one.info["wealth"] + 1.0})
-    crossed = es.book.price.at[0].set(jnp.where(es.book.valid[0], 20_000, 0))
-    bad_book = dataclasses.replace(
-        one, env_state=dataclasses.replace(es, book=dataclasses.replace(es.book, price=crossed))
-    )
+    bad_wealth, bad_book = cases.broken_wealth_and_book(one)
     accounts = es.accounts
     bad_accounts = dataclasses.replace(accounts, inventory=accounts.inventory.at[1].add(1))
     bad_volume = dataclasses.replace(one, env_state=dataclasses.replace(es, accounts=bad_accounts))
@@ -496,7 +447,7 @@ X64_ENV = {**TINY, "session_length": 3.0}
 @pytest.fixture(scope="module")
 def battery_x64() -> dict[str, Any]:
     """The checks the `battery` fixture leaves out, run once, under x64."""
-    return battery_in_x64(
+    return cases.battery_in_x64(
         lambda: LimitOrderBookMarketEnv(**X64_ENV),
         list(X64_STATUSES),
         {"disable_jit": False, "scripted_keys": 2},
@@ -507,7 +458,7 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     """The invariants hold on the float32 states with x64 on (traced under x64 and strict
     promotion, as the battery's x64 run would sweep them)."""
     env, _, states = tiny_rollout
-    assert_invariants_hold_in_x64(env, states)
+    cases.assert_invariants_hold_in_x64(env, states)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
@@ -516,7 +467,7 @@ def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # programs, 82 CPU-s in x64)
     f32_only = set(F32_CHECKS) - {"contract"}
     assert set(X64_STATUSES) == set(BATTERY_CHECKS) - f32_only - {"training_parity"}
-    reports = x64_battery_reports(battery_x64, X64_STATUSES)
+    reports = cases.x64_battery_reports(battery_x64, X64_STATUSES)
     assert "gymnasium_export" not in reports["structured_spaces"].passed
 
 
@@ -534,15 +485,7 @@ class PhantomFill(LimitOrderBookMarketEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, accounts=accounts))
 
 
-class NoLimit(LimitOrderBookMarketEnv):
-    """Broken: steps as if the inventory limit were absent (the masks and the market orders)."""
-
-    def step(self, state: Any, action: Any, params: Any = None) -> Any:
-        limit, self.max_inventory = self.max_inventory, 10**6
-        try:
-            return super().step(state, action, params)
-        finally:
-            self.max_inventory = limit
+NoLimit = cases.without_inventory_limit(LimitOrderBookMarketEnv)
 
 
 @pytest.mark.parametrize(
@@ -553,11 +496,5 @@ def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None
     """Each policy's outcome fails on a market that breaks the rule it states (float32, the
     TINY market: trader 0 decides about 6 times, and 2 lots are allowed)."""
     env = broken(**TINY)
-    scripted = scripted_policies_for(env)
-    assert scripted is not None and list(scripted) == [
-        "never_quote_stays_flat",
-        "market_buy_stops_at_the_limit",
-    ]
-    assert scripted[policy]["num_steps"] == 16  # 9 + 6 decisions at the shortest waits, + 1
-    with pytest.raises(CheckError, match=f"scripted_policies/{policy}"):
-        run_scripted_policies(env, {policy: scripted[policy]}, jax.random.key(3), num_keys=2)
+    # 9 + 6 decisions at the shortest waits, + 1
+    cases.assert_scripted_policy_catches(env, policy, num_steps=16)

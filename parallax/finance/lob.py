@@ -20,6 +20,7 @@ Example:
     (99, 101)
 """
 
+from ._lob import _book, _messages
 from ._lob._book import ASK as ASK
 from ._lob._book import BACKGROUND as BACKGROUND
 from ._lob._book import BID as BID
@@ -59,43 +60,6 @@ from ._lob._messages import MessageResult as MessageResult
 from ._lob._messages import process_message as process_message
 from ._lob._messages import process_messages as process_messages
 
-__all__ = [
-    "ASK",
-    "BACKGROUND",
-    "BAD_SIDE",
-    "BAD_SIZE",
-    "BID",
-    "CANCEL",
-    "CLIPPED",
-    "CROSS",
-    "DELETE",
-    "DUPLICATE_ID",
-    "EXECUTE",
-    "HALT",
-    "HIDDEN",
-    "MARKET",
-    "OFF_GRID",
-    "OK",
-    "OVERFLOW",
-    "STATUS_NAMES",
-    "SUBMIT",
-    "UNKNOWN_ID",
-    "UNKNOWN_TYPE",
-    "Book",
-    "Fills",
-    "LobsterData",
-    "MessageResult",
-    "add_limit",
-    "best_ask",
-    "best_bid",
-    "cancel",
-    "cancel_slot",
-    "depth_levels",
-    "empty_book",
-    "load_lobster",
-    "market_order",
-    "process_message",
-    "process_messages",
-    "queue_position",
-    "submit_order",
-]
+__all__ = ["LobsterData", "best_ask", "best_bid", "depth_levels", "load_lobster", "queue_position"]
+__all__ += _book.__all__  # the book's names, each imported above
+__all__ += _messages.__all__  # the message stream's names, likewise

@@ -1,6 +1,7 @@
 """Queries of the array book: its best prices, its depth by level, an order's queue place.
 
 - `best_bid`, `best_ask`: the best resting prices (0 for an empty side).
+- `best_quotes`: both sides' presence and best prices at once, for the envs' `info`.
 - `depth_levels`: sekai's `depth`, the best `n` levels of each side, without a sort.
 - `queue_position`: the quantity resting ahead of an order at its price.
 """
@@ -17,7 +18,7 @@ from jax import lax
 
 from ._book import _INT32_MAX, Book
 
-__all__ = ["best_ask", "best_bid", "depth_levels", "queue_position"]
+__all__ = ["best_ask", "best_bid", "best_quotes", "depth_levels", "queue_position"]
 
 
 def best_bid(book: Book) -> jax.Array:
@@ -29,6 +30,15 @@ def best_ask(book: Book) -> jax.Array:
     """The lowest resting ask price, int32 `()`; 0 when the ask side is empty."""
     lowest = jnp.min(jnp.where(book.valid[1], book.price[1], _INT32_MAX))
     return jnp.where(jnp.any(book.valid[1]), lowest, 0)
+
+
+def best_quotes(book: Book) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """`(has_bid, has_ask, bid, ask)`: bool `()` whether each side has an order, and the best
+    prices, int32 `()`: 0 for an empty bid side, int32's maximum for an empty ask side."""
+    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
+    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
+    ask = jnp.min(jnp.where(book.valid[1], book.price[1], _INT32_MAX))
+    return has_bid, has_ask, bid, ask
 
 
 def depth_levels(book: Book, n_levels: int) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:

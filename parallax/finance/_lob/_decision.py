@@ -3,9 +3,11 @@
 - `AGENT`: the agent's owner id (0, as sekai's `LimitOrderBookEnv.AGENT`).
 - `TradeLog`: the last `T` trades (price, size, aggressor side) as a ring buffer.
 - `empty_log`, `log_trades`, `log_flow_trades`, `ordered_trades`: fill, extend and read it.
-- `Account`, `new_account`, `book_flow_fills`: the agent's inventory, cash (int32 ticks),
-  quote ids and fill totals; the fills of its resting quotes during a flow run.
+- `Account`, `new_account`, `credit`, `book_flow_fills`: the agent's inventory, cash (int32
+  ticks), quote ids and fill totals; a trade booked to it; the fills of its resting quotes
+  during a flow run.
 - `book_mid2`: twice the mid (an int: `best_bid + best_ask`, or twice the reference price).
+- `wealth_change`: the change in `cash + inventory * mid`, the envs' reward before penalties.
 - `quote_plan`: sekai's `_quote` decision for one side (keep, move, place or cancel);
   `decision_order`, `allowed_levels`: one order of a decision as data, and the quote levels
   the inventory limit allows (shared with the market's traders).
@@ -29,6 +31,7 @@ import numpy as np
 from jax import lax
 
 from ._book import ASK, BID, Book, _match, _sums, cancel
+from ._book_queries import best_quotes
 from ._flow_params import FlowStats
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "apply_decision",
     "book_flow_fills",
     "book_mid2",
+    "credit",
     "decision_masks",
     "decision_order",
     "empty_log",
@@ -49,6 +53,7 @@ __all__ = [
     "new_account",
     "ordered_trades",
     "quote_plan",
+    "wealth_change",
 ]
 
 AGENT: int = 0
@@ -223,6 +228,12 @@ def _book_fills(account: Account, executions: Executions) -> Account:
     bought = jnp.where(is_buy, taker_qty, maker_qty)
     sold = jnp.where(is_buy, maker_qty, taker_qty)
     cash = jnp.where(is_buy, maker_value - taker_value, taker_value - maker_value)
+    return credit(account, bought, sold, cash)
+
+
+def credit(account: Account, bought: Any, sold: Any, cash: Any) -> Account:
+    """`account` (or a stack of accounts) after buying `bought` and selling `sold` lots for
+    a net `cash` (ticks: received minus paid)."""
     return dataclasses.replace(
         account,
         inventory=account.inventory + bought - sold,
@@ -235,23 +246,27 @@ def _book_fills(account: Account, executions: Executions) -> Account:
 def book_flow_fills(account: Account, stats: FlowStats) -> Account:
     """Book the fills of the agent's resting quotes during a flow run."""
     bought, sold = stats.agent_bought[AGENT], stats.agent_sold[AGENT]
-    return dataclasses.replace(
-        account,
-        inventory=account.inventory + bought - sold,
-        cash=account.cash + stats.agent_cash[AGENT],
-        bought=account.bought + bought,
-        sold=account.sold + sold,
-    )
+    return credit(account, bought, sold, stats.agent_cash[AGENT])
 
 
 def book_mid2(book: Book, mid_price: int | jax.Array) -> jax.Array:
     """Twice the mid, int32: `best_bid + best_ask`, or twice the reference price when a side is
     empty (sekai: `last_price`, or the initial `mid_price` before any)."""
-    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-    ask = jnp.min(jnp.where(book.valid[1], book.price[1], _INT32_MAX))
+    has_bid, has_ask, bid, ask = best_quotes(book)
     reference = jnp.where(book.last_price != 0, book.last_price, mid_price)
     return jnp.where(has_bid & has_ask, bid + ask, 2 * reference)
+
+
+def wealth_change(
+    before: Account, after: Account, mid_before: jax.Array, mid_after: jax.Array, fdt: Any
+) -> jax.Array:
+    """The change in `cash + inventory * mid` (ticks, float `fdt`) from `before` at
+    `mid_before` to `after` at `mid_after` (leaves `()` or `(A,)`), exact where the
+    cash and the mids are ints and half-ints."""
+    inventory = after.inventory.astype(fdt)
+    return (after.cash - before.cash).astype(fdt) + (
+        inventory * mid_after - before.inventory.astype(fdt) * mid_before
+    )
 
 
 def quote_plan(
@@ -446,9 +461,7 @@ def account_info(book: Book, account: Account, reference: Any, fdt: Any) -> dict
     """`info`'s `mid_price`, `spread` (ticks, 0 when a side is empty), `inventory`, `cash` and
     `wealth` (`cash + inventory * mid`); `reference` is the mid's fallback (`book_mid2`)."""
     mid = book_mid2(book, reference).astype(fdt) * 0.5
-    has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-    bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-    ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
+    has_bid, has_ask, bid, ask = best_quotes(book)
     cash = account.cash.astype(fdt)
     return {
         "mid_price": mid,

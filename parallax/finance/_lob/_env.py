@@ -45,6 +45,7 @@ from ._decision import (
     empty_log,
     log_flow_trades,
     new_account,
+    wealth_change,
 )
 from ._flow import run_flow, warm_up
 from ._flow_bounds import default_capacity, default_max_events
@@ -219,6 +220,30 @@ class BookSettings:
         self.capacity = ints["capacity"]
         self.max_events = events
         self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
+
+    def _warm_up(
+        self, key: PRNGKeyArray, params: LimitOrderBookParams | None
+    ) -> tuple[Array, Book, Array]:
+        """A reset's opening, shared: check `key`, seed the book from its episode key and run
+        the warm-up under `params` (`self.params` when None).
+
+        Returns:
+            `(episode_key, book, overflow)`: the flow's key, the book at the session's start,
+            and whether seeding or the warm-up overflowed.
+        """
+        check_reset_key(self, key)
+        p = resolve_params(params, self.params)
+        fdt = float_dtype()
+        ek = rng.episode_key(key)
+        book, stats = warm_up(
+            self.capacity,
+            p.flow,
+            ek,
+            mid=self.mid_price,
+            warmup=jnp.asarray(self.warmup, fdt),
+            max_events=self.warmup_max_events,
+        )
+        return ek, book, book.overflow | stats.truncated
 
 
 class LimitOrderBookEnv(BookSettings, FinanceEnv):
@@ -400,25 +425,15 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         Returns:
             The first state (reward 0, both flags False, `step_count` 0).
         """
-        check_reset_key(self, key)
-        p = self._params(params)
-        fdt = float_dtype()
-        ek = rng.episode_key(key)
-        book, stats = warm_up(
-            self.capacity,
-            p.flow,
-            ek,
-            mid=self.mid_price,
-            warmup=jnp.asarray(self.warmup, fdt),
-            max_events=self.warmup_max_events,
-        )
+        ek, book, overflow = self._warm_up(key, params)
         env_state = LimitOrderBookState(
             book=book,
             account=new_account(),
             trades=empty_log(self.max_trades),
             episode_key=ek,
-            overflow=book.overflow | stats.truncated,
+            overflow=overflow,
         )
+        fdt = float_dtype()
         zero = jnp.zeros((), fdt)
         return self._state(
             env_state,
@@ -493,9 +508,7 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         # (sekai's single rounding in float64).
         mid_after = book_mid2(book, self.mid_price).astype(fdt) * 0.5
         mid_before = mid2_before.astype(fdt) * 0.5
-        gain = (account.cash - before.cash).astype(fdt) + (
-            inventory * mid_after - before.inventory.astype(fdt) * mid_before
-        )
+        gain = wealth_change(before, account, mid_before, mid_after, fdt)
         reward = gain - penalty
         env_state = LimitOrderBookState(
             book=book,

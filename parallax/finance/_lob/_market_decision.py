@@ -27,6 +27,7 @@ from ._decision import (
     Executions,
     TradeLog,
     allowed_levels,
+    credit,
     decision_order,
     log_trades,
 )
@@ -83,13 +84,7 @@ def book_fills(
     bought = jnp.where(is_buy, taker_qty, maker_qty)
     sold = jnp.where(is_buy, maker_qty, taker_qty)
     cash = jnp.where(is_buy, maker_value - taker_value, taker_value - maker_value)
-    accounts = dataclasses.replace(
-        accounts,
-        inventory=accounts.inventory + bought - sold,
-        cash=accounts.cash + cash,
-        bought=accounts.bought + bought,
-        sold=accounts.sold + sold,
-    )
+    accounts = credit(accounts, bought, sold, cash)
     counts = counts + jnp.where(taker, ex.n_fills, 0) + as_maker
     return accounts, counts
 

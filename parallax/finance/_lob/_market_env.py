@@ -21,12 +21,21 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 from ... import _spaces as spaces
 from ... import rng
 from ..._core import Agents, MARLState
-from .._common import check_reset_key, check_step_inputs, float_dtype, opaque, resolve_params
+from .._common import check_step_inputs, float_dtype, opaque, resolve_params
 from .._validation import finite_array, finite_number
 from ._book import Book
-from ._decision import Account, TradeLog, book_mid2, empty_log, log_flow_trades
+from ._book_queries import best_quotes
+from ._decision import (
+    Account,
+    TradeLog,
+    book_mid2,
+    credit,
+    empty_log,
+    log_flow_trades,
+    wealth_change,
+)
 from ._env import BookSettings, LimitOrderBookParams, _static_int
-from ._flow import run_flow, warm_up
+from ._flow import run_flow
 from ._flow_draws import FLOW_SLOTS
 from ._flow_params import FlowParams
 from ._market_clock import divide, due, schedule
@@ -214,18 +223,8 @@ class LimitOrderBookMarketEnv(BookSettings):
             key: a JAX PRNG key; every draw comes from `parallax.rng.episode_key(key)`.
             params: parameters for this episode; `self.params` when omitted.
         """
-        check_reset_key(self, key)
-        p = resolve_params(params, self.params)
+        ek, book, overflow = self._warm_up(key, params)
         fdt = float_dtype()
-        ek = rng.episode_key(key)
-        book, stats = warm_up(
-            self.capacity,
-            p.flow,
-            ek,
-            mid=self.mid_price,
-            warmup=jnp.asarray(self.warmup, fdt),
-            max_events=self.warmup_max_events,
-        )
         n = self.num_agents
         env_state = LimitOrderBookMarketState(
             book=book,
@@ -235,7 +234,7 @@ class LimitOrderBookMarketEnv(BookSettings):
             clock=jnp.zeros(2, fdt),
             next_decision=jnp.zeros((n, 2), fdt),
             pending=jnp.zeros(n, fdt),
-            overflow=book.overflow | stats.truncated,
+            overflow=overflow,
         )
         zeros = jnp.zeros(n, fdt)
         return self._state(
@@ -325,23 +324,14 @@ class LimitOrderBookMarketEnv(BookSettings):
             max_trades=self.max_trades,
             num_agents=n,
         )
-        bought, sold = stats.agent_bought, stats.agent_sold
-        accounts = dataclasses.replace(
-            accounts,
-            inventory=accounts.inventory + bought - sold,
-            cash=accounts.cash + stats.agent_cash,
-            bought=accounts.bought + bought,
-            sold=accounts.sold + sold,
-        )
+        accounts = credit(accounts, stats.agent_bought, stats.agent_sold, stats.agent_cash)
         trades = log_flow_trades(trades, stats)
         n_fills = n_fills + stats.agent_fills
 
         # sekai's reward: the wealth change (exact: ints and half-ints), then the penalty
-        inventory = accounts.inventory.astype(fdt)
         mid_after = book_mid2(book, self.mid_price).astype(fdt) / 2
-        gain = (accounts.cash - before.cash).astype(fdt) + (
-            inventory * mid_after - before.inventory.astype(fdt) * mid_before
-        )
+        gain = wealth_change(before, accounts, mid_before, mid_after, fdt)
+        inventory = accounts.inventory.astype(fdt)
         # the select keeps XLA's CPU backend from fusing the product into the subtraction (a
         # fused multiply-add rounds once, sekai twice); with no inventory the penalty is 0
         penalty = (p.inventory_penalty * (inventory * inventory)) * dt
@@ -431,9 +421,7 @@ class LimitOrderBookMarketEnv(BookSettings):
         active = jnp.ones(n, bool) if due is None else due | done
         book, accounts = env_state.book, env_state.accounts
         mid = book_mid2(book, self.mid_price).astype(fdt) / 2
-        has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-        bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-        ask = jnp.min(jnp.where(book.valid[1], book.price[1], jnp.iinfo(jnp.int32).max))
+        has_bid, has_ask, bid, ask = best_quotes(book)
         warm = jnp.asarray(self.warmup, fdt)
         elapsed = opaque(warm + env_state.clock[0]) - warm  # sekai: book.time - t0
         cash = accounts.cash.astype(fdt)

@@ -1,7 +1,7 @@
 """`LimitOrderBookReplay-v0`: quote and trade against a replayed LOBSTER day, in JAX.
 
-- `ReplayBase`: what both replay envs share: the day, the window sampling, the snapshot book
-  at reset, the message loop of a step and the replay's `info` keys.
+- `ReplayBase`: what both replay envs share: the day, the window sampling, `reset` (the
+  snapshot book), the message loop of a step and the replay's `info` keys.
 - `ReplayState`: the raw state (the book, the agent's account, the trade log, the window).
 - `LimitOrderBookReplayParams`, `LimitOrderBookReplayEnv`: the env, with `LimitOrderBook-v0`'s
   decision (quotes and market orders) and reward.
@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -20,6 +21,7 @@ from jaxtyping import Array, ArrayLike, PRNGKeyArray
 
 from ... import _spaces as spaces
 from ... import rng
+from ..._core import State
 from .._common import (
     FinanceEnv,
     ParamsMethods,
@@ -31,6 +33,7 @@ from .._common import (
 from .._samplers import FixedStart, RandomStart, SequentialStart, as_sampler
 from .._validation import finite_number
 from ._book import Book
+from ._book_queries import best_quotes
 from ._decision import (
     Account,
     TradeLog,
@@ -38,9 +41,11 @@ from ._decision import (
     account_info,
     apply_decision,
     book_mid2,
+    credit,
     decision_masks,
     empty_log,
     new_account,
+    wealth_change,
 )
 from ._env import LimitOrderBookEnvState, _static_int
 from ._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
@@ -110,7 +115,7 @@ class ReplayBase(FinanceEnv):
     An episode is `n_steps` steps of `messages_per_step` historical messages each, from a
     window start `s >= 1` drawn by the sampler; the book opens on orderbook row `s - 1`.
     `_init_replay` validates and sets the settings; subclasses set the action space, the
-    decision and the reward.
+    decision, the reward and `_state` (the state after `k` steps, which `reset` builds too).
     """
 
     day: ReplayDay
@@ -122,6 +127,9 @@ class ReplayBase(FinanceEnv):
     capacity: int
     sampler: Any
     n_valid: int
+    _state: Callable[..., State]
+    """`_state(es, k, reward, fills, rejected, terminated, key)`: each env's builder of the
+    state after `k` steps, for `reset` and `step`."""
 
     def _init_replay(
         self,
@@ -223,6 +231,28 @@ class ReplayBase(FinanceEnv):
             overflow=jnp.bool_(False),
         )
 
+    def reset(
+        self,
+        *,
+        key: PRNGKeyArray,
+        start: Any = None,
+        params: Any = None,
+        previous: Any = None,
+    ) -> State:
+        """Open a window: the snapshot book of the message before it, no position, nothing
+        traded.
+
+        Args:
+            key: a JAX PRNG key (the random sampler's draw comes from it).
+            start: optional first message of the window, `1..n_valid` (an int or traced).
+            params: parameters for this episode; `self.params` when omitted.
+            previous: the finished episode's state (read by a sequential sampler).
+        """
+        resolve_params(params, self.params)
+        es = self._open(key, start, previous)
+        zero = jnp.asarray(0, jnp.int32)
+        return self._state(es, zero, jnp.zeros((), float_dtype()), zero, zero, False, key)
+
     def _reference(self, es: ReplayState) -> Array:
         """The mid in ticks of the book the window opened on (the reference when a side of
         the book is empty and nothing has traded)."""
@@ -244,13 +274,7 @@ class ReplayBase(FinanceEnv):
             i = first + j
             book, r = replay_message(book, messages[i], origin[i], es.start, tick=self.tick)
             bought, sold, cash, n = agent_trades(r)
-            account = dataclasses.replace(
-                account,
-                inventory=account.inventory + bought - sold,
-                cash=account.cash + cash,
-                bought=account.bought + bought,
-                sold=account.sold + sold,
-            )
+            account = credit(account, bought, sold, cash)
             took = (r.agent_size > 0).astype(jnp.int32)
             log = _append(log, r.agent_price[None], r.agent_size[None], -r.side[None], took)
             log = _append(log, r.fills.price, r.fills.size, r.fills.taker_side, r.fills.count)
@@ -271,15 +295,27 @@ class ReplayBase(FinanceEnv):
         book = es.book
         index = es.start - 1 + k * self.messages_per_step
         wide = jnp.int64 if _x64() else jnp.int32
-        bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0)).astype(wide) * self.tick
-        ask = jnp.min(jnp.where(book.valid[1], book.price[1], np.iinfo(np.int32).max))
+        has_bid, has_ask, bid, ask = best_quotes(book)
+        bid = bid.astype(wide) * self.tick
         ask = ask.astype(wide) * self.tick
         return {
             "message_index": index,
             "timestamp": jnp.asarray(self.day.times, float_dtype())[index],
-            "best_bid": jnp.where(jnp.any(book.valid[0]), bid, jnp.asarray(self.empty_bid, wide)),
-            "best_ask": jnp.where(jnp.any(book.valid[1]), ask, jnp.asarray(self.empty_ask, wide)),
+            "best_bid": jnp.where(has_bid, bid, jnp.asarray(self.empty_bid, wide)),
+            "best_ask": jnp.where(has_ask, ask, jnp.asarray(self.empty_ask, wide)),
         }
+
+    def _counts_info(self, es: ReplayState, fills: Any, rejected: Any) -> dict[str, Array]:
+        """`info`'s last keys: `fills`, `rejected` and `overflow`."""
+        return {
+            "fills": jnp.asarray(fills, jnp.int32),
+            "rejected": jnp.asarray(rejected, jnp.int32),
+            "overflow": es.overflow,
+        }
+
+    def _time_left_at(self, k: Array, fdt: Any) -> Array:
+        """The fraction of the window's steps left after `k` steps (float `fdt`)."""
+        return jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
 
 
 @jax.tree_util.register_dataclass
@@ -429,27 +465,6 @@ class LimitOrderBookReplayEnv(ReplayBase):
 
         return lob_scripted_policies(self)
 
-    def reset(
-        self,
-        *,
-        key: PRNGKeyArray,
-        start: Any = None,
-        params: LimitOrderBookReplayParams | None = None,
-        previous: Any = None,
-    ) -> LimitOrderBookEnvState:
-        """Open a window: the snapshot book of the message before it, no position.
-
-        Args:
-            key: a JAX PRNG key (the random sampler's draw comes from it).
-            start: optional first message of the window, `1..n_valid` (an int or traced).
-            params: parameters for this episode; `self.params` when omitted.
-            previous: the finished episode's state (read by a sequential sampler).
-        """
-        resolve_params(params, self.params)
-        es = self._open(key, start, previous)
-        zero = jnp.asarray(0, jnp.int32)
-        return self._state(es, zero, jnp.zeros((), float_dtype()), zero, zero, False, key)
-
     def step(
         self,
         state: LimitOrderBookEnvState,
@@ -485,11 +500,9 @@ class LimitOrderBookReplayEnv(ReplayBase):
         es = dataclasses.replace(es, book=book, account=account, trades=trades)
         es, fills, rejected = self._replay(es, state.step_count)
         k = state.step_count + 1
-        inventory = es.account.inventory.astype(fdt)
         mid_after = book_mid2(es.book, reference).astype(fdt) * 0.5
-        gain = (es.account.cash - before.cash).astype(fdt) + (
-            inventory * mid_after - before.inventory.astype(fdt) * mid_before
-        )
+        gain = wealth_change(before, es.account, mid_before, mid_after, fdt)
+        inventory = es.account.inventory.astype(fdt)
         reward = gain - p.inventory_penalty * (inventory * inventory)
         return self._state(es, k, reward, n_fills + fills, rejected, k >= self.n_steps, state.key)
 
@@ -517,11 +530,9 @@ class LimitOrderBookReplayEnv(ReplayBase):
         info = {
             **self._replay_info(es, k),
             **account_info(book, account, reference, fdt),
-            "fills": jnp.asarray(fills, jnp.int32),
-            "rejected": jnp.asarray(rejected, jnp.int32),
-            "overflow": es.overflow,
+            **self._counts_info(es, fills, rejected),
         }
-        left = jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
+        left = self._time_left_at(k, fdt)
         observation = observe(
             book,
             account,

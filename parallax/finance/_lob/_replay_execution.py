@@ -21,6 +21,7 @@ from ... import _spaces as spaces
 from ..._core import State
 from .._common import ParamsMethods, check_step_inputs, float_dtype, resolve_params
 from ._book import ASK, cancel, submit_order
+from ._book_queries import best_quotes
 from ._decision import AGENT, _append, book_mid2
 from ._obs import observation_space, shared_rows
 from ._replay_env import REPLAY_STATIC, ReplayBase, ReplayState, _positive_int
@@ -142,21 +143,6 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
 
         return execution_scripted_policies(self)
 
-    def reset(
-        self,
-        *,
-        key: PRNGKeyArray,
-        start: Any = None,
-        params: ExecutionReplayParams | None = None,
-        previous: Any = None,
-    ) -> State:
-        """Open a window (see `LimitOrderBookReplayEnv.reset`); nothing sold yet."""
-        resolve_params(params, self.params)
-        es = self._open(key, start, previous)
-        zero = jnp.asarray(0, jnp.int32)
-        fdt = float_dtype()
-        return self._state(es, zero, jnp.zeros((), fdt), zero, zero, False, key)
-
     def step(
         self, state: State, action: ArrayLike, params: ExecutionReplayParams | None = None
     ) -> State:
@@ -186,9 +172,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
             fraction = jnp.where(i == 0, a[0], a[1])
             size = jnp.round(fraction * left.astype(fdt)).astype(jnp.int32)
             size = jnp.clip(size, 0, left)
-            has_bid, has_ask = jnp.any(book.valid[0]), jnp.any(book.valid[1])
-            bid = jnp.max(jnp.where(book.valid[0], book.price[0], 0))
-            ask = jnp.min(jnp.where(book.valid[1], book.price[1], np.iinfo(np.int32).max))
+            has_bid, has_ask, bid, ask = best_quotes(book)
             price = jnp.where(has_ask, ask, jnp.where(has_bid, bid + 1, reference))
             book, fills = submit_order(book, ASK, price, size, AGENT, is_market=i == 0)
             qty = jnp.sum(fills.size, dtype=jnp.int32)
@@ -256,7 +240,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
         rows, values, present = shared_rows(
             book, es.trades, mid_price=reference, levels=self.levels, fdt=fdt
         )
-        left = jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
+        left = self._time_left_at(k, fdt)
         agent = jnp.stack(
             [
                 remaining.astype(fdt) / self.quantity,
@@ -273,9 +257,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
             "arrival_mid": arrival,
             "vwap": jnp.where(sold > 0, proceeds / jnp.maximum(sold, 1).astype(fdt), 0.0),
             "shortfall_bps": shortfall,
-            "fills": jnp.asarray(fills, jnp.int32),
-            "rejected": jnp.asarray(rejected, jnp.int32),
-            "overflow": es.overflow,
+            **self._counts_info(es, fills, rejected),
         }
         return State(
             env_state=es,
