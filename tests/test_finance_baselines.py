@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sekai
+from _finance_env_cases import CUSTOM_EXECUTION_MARKET
 
 import parallax
 from parallax.finance import (
@@ -36,30 +37,23 @@ AC_CASES = {
     "risk_neutral": {"risk_aversion": 0.0},  # TWAP
     "urgent": {"risk_aversion": 1e-3},  # kappa T ~ 70: holdings fall ~e^-2.8 per step
     "nearly_neutral": {"risk_aversion": 1e-22},  # kappa T just above/below the TWAP cut
-    "custom": {
-        "initial_inventory": 5e4,
-        "sigma": 0.3,
-        "total_time": 1.0,
-        "n_steps": 40,
-        "permanent_impact": 1e-6,
-        "temporary_impact": 1e-5,
-        "fixed_cost": 0.01,
-        "risk_aversion": 2e-6,
-    },
+    "custom": {**CUSTOM_EXECUTION_MARKET, "risk_aversion": 2e-6},
 }
+
+_MARKET = ("initial_inventory", "total_time", "sigma", "permanent_impact", "temporary_impact")
+
+
+def _market_and(env: OptimalExecutionEnv, last: str) -> dict[str, Any]:
+    """`n_steps`, the market parameters and the parameter `last` of `env`, as keywords."""
+    return {
+        "n_steps": env.n_steps,
+        **{name: getattr(env.params, name) for name in (*_MARKET, last)},
+    }
 
 
 def _planning(env: OptimalExecutionEnv) -> dict[str, Any]:
-    p = env.params
-    return {
-        "n_steps": env.n_steps,
-        "initial_inventory": p.initial_inventory,
-        "total_time": p.total_time,
-        "sigma": p.sigma,
-        "permanent_impact": p.permanent_impact,
-        "temporary_impact": p.temporary_impact,
-        "risk_aversion": p.risk_aversion,
-    }
+    """The keywords of `almgren_chriss_trajectory` and `almgren_chriss_actions`."""
+    return _market_and(env, "risk_aversion")
 
 
 @pytest.mark.parametrize("name", sorted(AC_CASES))
@@ -83,16 +77,8 @@ def test_almgren_chriss_matches_sekai(name: str, x64: bool) -> None:
 
 
 def _shortfall_args(env: OptimalExecutionEnv) -> dict[str, Any]:
-    p = env.params
-    return {
-        "n_steps": env.n_steps,
-        "initial_inventory": p.initial_inventory,
-        "total_time": p.total_time,
-        "sigma": p.sigma,
-        "permanent_impact": p.permanent_impact,
-        "temporary_impact": p.temporary_impact,
-        "fixed_cost": p.fixed_cost,
-    }
+    """The keywords of `expected_shortfall`."""
+    return _market_and(env, "fixed_cost")
 
 
 def test_almgren_chriss_schedule_sells_the_whole_block_along_the_sinh_curve() -> None:

@@ -11,10 +11,10 @@ cut `inventory < 1e-9 * X0`; a termination flip is accepted only right at it.
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
+import _finance_env_cases as shared
 import hypothesis.extra.numpy as hnp
 import jax
 import jax.numpy as jnp
@@ -22,53 +22,20 @@ import numpy as np
 import pytest
 import sekai
 from finance_support import ReplayGenerator, values_match
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from test_finance_market_making import assert_lanes_independent
 
 import parallax
 from parallax import rng
 from parallax.finance import OptimalExecutionEnv, OptimalExecutionParams
 from parallax.finance._execution import SLOTS, SOLD_OUT
-from parallax.testing import (
-    GymReference,
-    Tolerance,
-    check_batch_independence,
-    check_env,
-    check_matches_reference,
-)
+from parallax.testing import Tolerance
 
 CONFIGS = {
     "default": {},
     "short": {"n_steps": 7},  # the battery's reference test
-    "custom": {
-        "initial_inventory": 5e4,
-        "s0": 20.0,
-        "sigma": 0.3,
-        "total_time": 1.0,
-        "n_steps": 40,
-        "permanent_impact": 1e-6,
-        "temporary_impact": 1e-5,
-        "fixed_cost": 0.01,
-        "risk_aversion": 0.0,
-    },
+    "custom": {**shared.CUSTOM_EXECUTION_MARKET, "s0": 20.0, "risk_aversion": 0.0},
 }
-
-
-def _rollout(env: OptimalExecutionEnv, key: jax.Array, actions: jax.Array) -> tuple[Any, Any, Any]:
-    """Reset, then step through `actions`; also return each step's draw."""
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
-        z = env.step_noise(state)
-        nxt = env.step(state, action)
-        return nxt, (z, nxt)
-
-    first = env.reset(key=key)
-    _, (noise, states) = jax.lax.scan(body, first, actions)
-    return first, noise, states
-
-
-_jit_rollout = jax.jit(_rollout, static_argnums=0)
 
 
 def _host(state: parallax.State) -> dict[str, Any]:
@@ -106,7 +73,9 @@ def test_trajectories_match_sekai_under_x64(name: str) -> None:
             actions = _actions(actions_rng, env.n_steps)
             if episode == 2:
                 actions[env.n_steps // 2] = 1.7  # clipped to 1: sell everything half way
-            first, noise, states = _jit_rollout(env, jax.random.key(episode), jnp.asarray(actions))
+            first, noise, states = shared.noisy_rollout(
+                env, jax.random.key(episode), jnp.asarray(actions)
+            )
             ref.rng = shim = ReplayGenerator(
                 [("standard_normal", (), float(z)) for z in np.asarray(noise)]
             )
@@ -152,16 +121,9 @@ def test_battery_matches_sekai_reference_under_x64() -> None:
             z = rng.normal(ek, jnp.arange(env.n_steps), SLOTS.MID, 0, dtype=jnp.float64)
             sekai_env.rng = ReplayGenerator([("standard_normal", (), float(v)) for v in z])
 
-        reference = GymReference(
-            sekai.make("OptimalExecution-v0", **CONFIGS["short"]),
-            seed=lambda key: 0,
-            sync=serve_our_draws,
-            info_keys=INFO_KEYS,
+        report = shared.check_against_sekai_gym_reference(
+            env, "OptimalExecution-v0", CONFIGS["short"], serve_our_draws, INFO_KEYS
         )
-        report = check_matches_reference(
-            env, reference, num_steps=env.n_steps, num_episodes=3,
-            tolerance=Tolerance(rtol=1e-9, atol=1e-12),
-        )  # fmt: skip
     assert report.stats["episodes"] == 3 and report.stats["steps_compared"] >= 3
 
 
@@ -170,7 +132,7 @@ def test_trajectories_match_sekai_in_float32() -> None:
     env = OptimalExecutionEnv()
     ref = sekai.make("OptimalExecution-v0")
     actions = _actions(np.random.default_rng(5), env.n_steps)
-    _, noise, states = _jit_rollout(env, jax.random.key(4), jnp.asarray(actions))
+    _, noise, states = shared.noisy_rollout(env, jax.random.key(4), jnp.asarray(actions))
     assert states.reward.dtype == jnp.float32
     ref.rng = ReplayGenerator([("standard_normal", (), float(z)) for z in np.asarray(noise)])
     ref.reset()
@@ -193,14 +155,7 @@ def test_trajectories_match_sekai_in_float32() -> None:
 @pytest.mark.parametrize("name", ["default", "custom"])
 def test_spaces_match_sekai(name: str) -> None:
     env = OptimalExecutionEnv(**CONFIGS[name])
-    ref = sekai.make("OptimalExecution-v0", **CONFIGS[name])
-    for ours, theirs in (
-        (env.observation_space, ref.observation_space),
-        (env.action_space, ref.action_space),
-    ):
-        assert (ours.shape, ours.dtype) == (theirs.shape, theirs.dtype)
-        np.testing.assert_array_equal(ours.low, theirs.low)
-        np.testing.assert_array_equal(ours.high, theirs.high)
+    shared.assert_box_spaces_match(env, sekai.make("OptimalExecution-v0", **CONFIGS[name]))
 
 
 def test_reset_matches_sekai(x64: bool) -> None:
@@ -241,11 +196,7 @@ INVALID = [
 
 @pytest.mark.parametrize("kwargs", INVALID, ids=[str(k) for k in INVALID])
 def test_constructor_refuses_what_sekai_refuses(kwargs: dict[str, Any]) -> None:
-    with pytest.raises((ValueError, TypeError)) as theirs:
-        sekai.make("OptimalExecution-v0", **kwargs)
-    with pytest.raises(theirs.type) as ours:
-        OptimalExecutionEnv(**kwargs)
-    assert next(iter(kwargs)) in str(ours.value)
+    shared.assert_constructor_refuses_like_sekai(OptimalExecutionEnv, "OptimalExecution-v0", kwargs)
 
 
 VALID_EDGES = [
@@ -257,24 +208,20 @@ VALID_EDGES = [
 ]
 
 
+SEKAI_PARAM_NAMES = {
+    "initial_inventory": "X0", "s0": "s0", "sigma": "sigma", "total_time": "total_time",
+    "permanent_impact": "gamma", "temporary_impact": "eta", "fixed_cost": "epsilon",
+    "risk_aversion": "risk_aversion",
+}  # fmt: skip
+"""Our params' names and sekai's attribute names for them."""
+
+
 @pytest.mark.parametrize("kwargs", VALID_EDGES, ids=[str(k) for k in VALID_EDGES])
 def test_constructor_accepts_what_sekai_accepts(kwargs: dict[str, Any]) -> None:
     ref = sekai.make("OptimalExecution-v0", **kwargs)
     env = OptimalExecutionEnv(**kwargs)
-    p = env.params
-    assert (p.initial_inventory, p.s0, p.sigma, p.total_time) == (
-        ref.X0,
-        ref.s0,
-        ref.sigma,
-        ref.total_time,
-    )
-    assert (p.permanent_impact, p.temporary_impact, p.fixed_cost, p.risk_aversion) == (
-        ref.gamma,
-        ref.eta,
-        ref.epsilon,
-        ref.risk_aversion,
-    )
-    assert (env.n_steps, env.tau) == (ref.n_steps, ref.tau)
+    shared.assert_attributes_match(env.params, ref, SEKAI_PARAM_NAMES)
+    shared.assert_attributes_match(env, ref, {"n_steps": "n_steps", "tau": "tau"})
 
 
 def test_registry_builds_the_env_with_sekai_keywords() -> None:
@@ -294,23 +241,18 @@ def test_float64_under_x64() -> None:
     with jax.enable_x64(True):
         first = SMALL.reset(key=jax.random.key(0))
         nxt = jax.jit(SMALL.step)(first, jnp.array([0.25], jnp.float32))
-        fdt = jnp.float64
         for state in (first, nxt):
-            assert jax.tree.structure(state) == jax.tree.structure(first)
-            assert state.observation.dtype == jnp.float32 and state.observation.shape == (3,)
-            assert state.reward.dtype == fdt and state.reward.shape == ()
-            assert state.termination.dtype == jnp.bool_ and state.truncation.dtype == jnp.bool_
-            assert state.step_count.dtype == jnp.int32
+            shared.assert_float64_state(SMALL, state, like=first, obs_shape=(3,))
             for name, value in state.info.items():
-                assert value.dtype == fdt and value.shape == (), name
-            assert bool(SMALL.observation_space.contains(state.observation))
+                assert value.dtype == jnp.float64 and value.shape == (), name
 
 
 def test_battery_contract_with_default_parameters() -> None:
     """`check_env`: spaces, dtypes, flags, stable structure, eager = jit = vmap = scan, one
     compilation, determinism and key dependence, for the env with sekai's defaults."""
-    report = check_env(OptimalExecutionEnv(), num_steps=6, num_keys=2)
-    assert {"recompilation", "determinism"} <= set(report.passed)
+    shared.assert_check_env_passes(
+        OptimalExecutionEnv(), num_steps=6, including={"recompilation", "determinism"}
+    )
 
 
 SOLO_VS_BATCH = Tolerance(rtol=1e-12)
@@ -322,9 +264,7 @@ SOLO_VS_BATCH = Tolerance(rtol=1e-12)
 def test_battery_batch_independence_under_x64() -> None:
     """`check_batch_independence`: every instance of `VmapWrapper(env, 3)` matches the same
     instance run alone (non-default parameters, float64) to rounding."""
-    with jax.enable_x64(True):
-        report = check_batch_independence(SMALL, num_envs=3, num_steps=8, tolerance=SOLO_VS_BATCH)
-    assert report.stats["num_envs"] == 3
+    shared.assert_batch_independent_under_x64(SMALL, tolerance=SOLO_VS_BATCH)
 
 
 @pytest.mark.parametrize("initial_inventory", [1e20, 1e30])
@@ -337,7 +277,7 @@ def test_float32_rewards_stay_finite_and_agree_with_x64_for_huge_inventories(
     runs = []
     for x64 in (False, True):
         with jax.enable_x64(x64):
-            runs.append(_host(_jit_rollout(env, jax.random.key(0), actions)[2]))
+            runs.append(_host(shared.noisy_rollout(env, jax.random.key(0), actions)[2]))
     f32, f64 = runs
     assert np.all(np.isfinite(f32["reward"])) and np.all(np.isfinite(f32["observation"]))
     np.testing.assert_allclose(f32["reward"], f64["reward"], rtol=1e-5)
@@ -358,39 +298,17 @@ def test_action_is_clipped_and_checked() -> None:
         for field in ("env_state", "observation", "reward", "termination", "info"):
             for x, y in zip(jax.tree.leaves(getattr(a, field)), jax.tree.leaves(getattr(b, field))):
                 np.testing.assert_array_equal(x, y)
-    with pytest.raises(ValueError, match=r"another shape of 1 element .*got float32 \(2,\)"):
-        SMALL.step(state, jnp.zeros(2))  # the trace-time check (on by default)
-    with pytest.raises(TypeError, match=r"float or integer dtype is fine\), got bool \(1,\)"):
-        SMALL.step(state, jnp.zeros(1, bool))
-    unchecked = copy.copy(SMALL)
-    unchecked.check_actions = False  # the env's own conversion still refuses them
-    with pytest.raises(ValueError, match="1 number"):
-        unchecked.step(state, jnp.zeros(2))
-    with pytest.raises(TypeError, match="numeric"):
-        unchecked.step(state, jnp.zeros(1, bool))
+    shared.assert_bad_actions_refused(SMALL, state, size=1)
 
 
 def test_selling_out_terminates_and_the_last_step_sells_the_rest() -> None:
-    _, _, early = _jit_rollout(SMALL, jax.random.key(0), jnp.array([[0.5], [1.0], [0.0]]))
+    _, _, early = shared.noisy_rollout(SMALL, jax.random.key(0), jnp.array([[0.5], [1.0], [0.0]]))
     np.testing.assert_array_equal(early.termination, [False, True, True])
     np.testing.assert_array_equal(early.info["inventory"], [5e5, 0.0, 0.0])
-    _, _, never = _jit_rollout(SMALL, jax.random.key(0), jnp.zeros((5, 1)))
+    _, _, never = shared.noisy_rollout(SMALL, jax.random.key(0), jnp.zeros((5, 1)))
     np.testing.assert_array_equal(never.termination, [False] * 4 + [True])
     np.testing.assert_array_equal(never.info["shares_sold"], [0.0] * 4 + [1e6])
     assert not bool(never.truncation.any()) and not bool(early.truncation.any())
-
-
-def _rollout_with(
-    params: OptimalExecutionParams, key: jax.Array, actions: jax.Array
-) -> tuple[parallax.State, parallax.State]:
-    """`SMALL` through `actions` with per-call `params` (traced: no retrace per value)."""
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
-        nxt = SMALL.step(state, action, params=params)
-        return nxt, nxt
-
-    first = SMALL.reset(key=key, params=params)
-    return first, jax.lax.scan(body, first, actions)[1]
 
 
 def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
@@ -403,7 +321,7 @@ def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
     )  # fmt: skip
     keys = jax.random.split(jax.random.key(2), n)
     actions = np.random.default_rng(3).uniform(0.0, 0.5, (n, 5, 1)).astype(np.float32)
-    first, states = assert_lanes_independent(_rollout_with, params, keys, actions)
+    first, states = shared.assert_lanes_independent(SMALL, params, keys, actions)
     # Each lane runs with its own params: lane 1 starts at 10 and sells below it.
     assert float(first.info["mid_price"][1]) == 10.0
     assert float(states.info["execution_price"][1, 0]) < 10.0
@@ -425,17 +343,10 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
         )
         actions = np.random.default_rng(1).uniform(0, 0.3, (steps, n, 1)).astype(np.float32)
         actions[:, 0] = 1.0
-
-        def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
-            z = jax.vmap(vec.unwrapped.step_noise)(state)
-            nxt = vec.step(state, action)
-            return nxt, (z, nxt.observation, nxt.reward, nxt.termination, nxt.truncation,
-                         nxt.info["final_observation"], nxt.info["final_info"]["shortfall_bps"])  # fmt: skip
-
-        first = vec.reset(key=jax.random.key(0))
-        _, (noise, obs, reward, term, trunc, final_obs, final_bps) = jax.jit(
-            lambda s, a: jax.lax.scan(body, s, a)
-        )(first, jnp.asarray(actions))
+        first, noise, states = shared.vec_noisy_rollout(vec, jax.random.key(0), actions)
+        term, trunc = states.termination, states.truncation
+        final_obs = states.info["final_observation"]
+        final_bps = states.info["final_info"]["shortfall_bps"]
         ref._rng = shim = ReplayGenerator(
             [("standard_normal", (n,), np.asarray(noise[t])) for t in range(steps)]
         )
@@ -443,8 +354,8 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
         np.testing.assert_array_equal(np.asarray(first.observation), result.observations)
         for t in range(steps):
             result = ref.step(actions[t])
-            assert values_match(obs[t], result.observations), t
-            assert values_match(reward[t], result.rewards), t
+            assert values_match(states.observation[t], result.observations), t
+            assert values_match(states.reward[t], result.rewards), t
             np.testing.assert_array_equal(term[t], result.terminated)
             np.testing.assert_array_equal(trunc[t], result.truncated)
             for i in np.flatnonzero(result.dones):
@@ -457,33 +368,24 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
 
 # -- properties --------------------------------------------------------------------------------
 
-_finite = {"allow_nan": False, "allow_infinity": False}
 _PROPERTY_ENV = OptimalExecutionEnv(n_steps=8)
 
 
 @jax.jit
 def _property_rollout(params: OptimalExecutionParams, key: jax.Array, actions: jax.Array) -> Any:
-    env = _PROPERTY_ENV
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
-        nxt = env.step(state, action, params=params)
-        return nxt, nxt
-
-    return jax.lax.scan(body, env.reset(key=key, params=params), actions)[1]
+    return shared.rollout_with_params(_PROPERTY_ENV, params, key, actions)[1]
 
 
-@settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@shared.PROPERTY_SETTINGS
 @given(
-    x0=st.floats(1.0, 1e8, **_finite),
-    s0=st.floats(1e-2, 1e4, **_finite),
-    sigma=st.floats(0.0, 10.0, **_finite),
-    total_time=st.floats(1e-2, 100.0, **_finite),
-    gamma=st.floats(0.0, 1e-5, **_finite),
-    eta_excess=st.floats(1e-9, 1e-3, **_finite),
-    epsilon=st.floats(0.0, 1.0, **_finite),
-    lam=st.floats(0.0, 1e-4, **_finite),
+    x0=st.floats(1.0, 1e8, **shared.FINITE),
+    s0=st.floats(1e-2, 1e4, **shared.FINITE),
+    sigma=st.floats(0.0, 10.0, **shared.FINITE),
+    total_time=st.floats(1e-2, 100.0, **shared.FINITE),
+    gamma=st.floats(0.0, 1e-5, **shared.FINITE),
+    eta_excess=st.floats(1e-9, 1e-3, **shared.FINITE),
+    epsilon=st.floats(0.0, 1.0, **shared.FINITE),
+    lam=st.floats(0.0, 1e-4, **shared.FINITE),
     actions=hnp.arrays(np.float32, (8, 1), elements=st.floats(-10.0, 10.0, width=32)),
     seed=st.integers(0, 2**31 - 1),
 )

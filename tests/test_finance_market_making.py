@@ -11,14 +11,12 @@ probability (and then that episode's comparison ends).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-import chex
+import _finance_env_cases as shared
 import hypothesis.extra.numpy as hnp
 import jax
 import jax.numpy as jnp
@@ -26,20 +24,13 @@ import numpy as np
 import pytest
 import sekai
 from finance_support import ReplayGenerator
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import parallax
 from parallax import rng
 from parallax.finance import MarketMakingEnv, MarketMakingParams, avellaneda_stoikov_policy
 from parallax.finance._market_making import SLOTS
-from parallax.testing import (
-    GymReference,
-    Tolerance,
-    check_batch_independence,
-    check_env,
-    check_matches_reference,
-)
 
 CONFIGS = {
     "default": {},
@@ -58,21 +49,6 @@ CONFIGS = {
     },
 }
 
-
-def _rollout(env: MarketMakingEnv, key: jax.Array, actions: jax.Array) -> tuple[Any, Any, Any]:
-    """Reset, then step through `actions`; also return each step's draws."""
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
-        noise = env.step_noise(state)
-        nxt = env.step(state, action)
-        return nxt, (noise, nxt)
-
-    first = env.reset(key=key)
-    _, (noise, states) = jax.lax.scan(body, first, actions)
-    return first, noise, states
-
-
-_jit_rollout = jax.jit(_rollout, static_argnums=0)
 
 SMALL = MarketMakingEnv(n_steps=5, max_inventory=2)
 """The env of the fast tests (one compilation per x64 mode and action shape)."""
@@ -151,7 +127,9 @@ def _compare_with_sekai(
         # Offsets reach beyond [0, max_offset] on both sides, to exercise the clipping.
         actions = actions_rng.uniform(-0.5, env.max_offset + 0.5, (env.n_steps, 2))
         actions = actions.astype(np.float32)
-        first, noise, states = _jit_rollout(env, jax.random.key(episode), jnp.asarray(actions))
+        first, noise, states = shared.noisy_rollout(
+            env, jax.random.key(episode), jnp.asarray(actions)
+        )
         ref.rng = shim = ReplayGenerator(_sekai_draws(noise))
         reset = ref.reset()
         assert np.array_equal(np.asarray(first.observation), reset.observation)
@@ -226,16 +204,9 @@ def test_battery_matches_sekai_reference_under_x64() -> None:
             z = rng.normal(ek, t, SLOTS.MID, 0, dtype=jnp.float64)
             sekai_env.rng = ReplayGenerator(_sekai_draws((u, z)))
 
-        reference = GymReference(
-            sekai.make("MarketMaking-v0", **CONFIGS["short"]),
-            seed=lambda key: 0,
-            sync=serve_our_draws,
-            info_keys=INFO_KEYS,
+        report = shared.check_against_sekai_gym_reference(
+            env, "MarketMaking-v0", CONFIGS["short"], serve_our_draws, INFO_KEYS
         )
-        report = check_matches_reference(
-            env, reference, num_steps=env.n_steps, num_episodes=3,
-            tolerance=Tolerance(rtol=1e-9, atol=1e-12),
-        )  # fmt: skip
     assert report.stats["steps_compared"] == 3 * env.n_steps
 
 
@@ -254,15 +225,7 @@ def test_trajectories_match_sekai_in_float32() -> None:
 @pytest.mark.parametrize("name", ["default", "custom"])
 def test_spaces_match_sekai(name: str) -> None:
     env = MarketMakingEnv(**CONFIGS[name])
-    ref = sekai.make("MarketMaking-v0", **CONFIGS[name])
-    for ours, theirs in (
-        (env.observation_space, ref.observation_space),
-        (env.action_space, ref.action_space),
-    ):
-        assert ours.shape == theirs.shape
-        assert ours.dtype == theirs.dtype
-        np.testing.assert_array_equal(ours.low, theirs.low)
-        np.testing.assert_array_equal(ours.high, theirs.high)
+    shared.assert_box_spaces_match(env, sekai.make("MarketMaking-v0", **CONFIGS[name]))
 
 
 def test_reset_matches_sekai(x64: bool) -> None:
@@ -304,11 +267,7 @@ INVALID = [
 
 @pytest.mark.parametrize("kwargs", INVALID, ids=[str(k) for k in INVALID])
 def test_constructor_refuses_what_sekai_refuses(kwargs: dict[str, Any]) -> None:
-    with pytest.raises((ValueError, TypeError)) as theirs:
-        sekai.make("MarketMaking-v0", **kwargs)
-    with pytest.raises(theirs.type) as ours:
-        MarketMakingEnv(**kwargs)
-    assert next(iter(kwargs)) in str(ours.value)
+    shared.assert_constructor_refuses_like_sekai(MarketMakingEnv, "MarketMaking-v0", kwargs)
 
 
 VALID_EDGES = [
@@ -322,19 +281,20 @@ VALID_EDGES = [
 ]
 
 
+SEKAI_PARAM_NAMES = {
+    "s0": "s0", "sigma": "sigma", "total_time": "total_time", "fill_intensity": "A",
+    "fill_decay": "k", "risk_aversion": "risk_aversion",
+}  # fmt: skip
+"""Our params' names and sekai's attribute names for them."""
+
+
 @pytest.mark.parametrize("kwargs", VALID_EDGES, ids=[str(k) for k in VALID_EDGES])
 def test_constructor_accepts_what_sekai_accepts(kwargs: dict[str, Any]) -> None:
     ref = sekai.make("MarketMaking-v0", **kwargs)
     env = MarketMakingEnv(**kwargs)
-    p = env.params
-    assert (p.s0, p.sigma, p.total_time) == (ref.s0, ref.sigma, ref.total_time)
-    assert (p.fill_intensity, p.fill_decay, p.risk_aversion) == (ref.A, ref.k, ref.risk_aversion)
-    assert (env.n_steps, env.max_inventory, env.order_size) == (
-        ref.n_steps,
-        ref.max_inventory,
-        ref.order_size,
-    )
-    assert (env.max_offset, env.dt) == (ref.max_offset, ref.dt)
+    shared.assert_attributes_match(env.params, ref, SEKAI_PARAM_NAMES)
+    shape = ("n_steps", "max_inventory", "order_size", "max_offset", "dt")
+    shared.assert_attributes_match(env, ref, {name: name for name in shape})
 
 
 def test_registry_builds_the_env_with_sekai_keywords() -> None:
@@ -350,20 +310,14 @@ def test_float64_under_x64() -> None:
     """Under x64 the rewards and float infos are float64 (observations stay float32), on
     reset and step alike; float32 is `check_env`'s job (the battery test)."""
     with jax.enable_x64(True):
-        first, _, states = _jit_rollout(SMALL, jax.random.key(0), jnp.full((7, 2), 0.1))
-        fdt = jnp.float64
+        first, _, states = shared.noisy_rollout(SMALL, jax.random.key(0), jnp.full((7, 2), 0.1))
         nxt = jax.tree.map(lambda x: x[0], states)
         for state in (first, nxt):
-            assert jax.tree.structure(state) == jax.tree.structure(first)
-            assert state.observation.dtype == jnp.float32 and state.observation.shape == (2,)
-            assert state.reward.dtype == fdt and state.reward.shape == ()
-            assert state.termination.dtype == jnp.bool_ and state.truncation.dtype == jnp.bool_
-            assert state.step_count.dtype == jnp.int32
+            shared.assert_float64_state(SMALL, state, like=first, obs_shape=(2,))
             assert state.info["inventory"].dtype == jnp.int32
             assert state.info["bid_filled"].dtype == jnp.bool_
             for name in ("mid_price", "cash", "wealth", "bid", "ask", "timestamp", "dt"):
-                assert state.info[name].dtype == fdt, name
-            assert bool(SMALL.observation_space.contains(state.observation))
+                assert state.info[name].dtype == jnp.float64, name
         assert jax.tree.map(lambda a: (a.shape, a.dtype), first.info) == jax.tree.map(
             lambda a: (a.shape, a.dtype), nxt.info
         )
@@ -372,20 +326,19 @@ def test_float64_under_x64() -> None:
 def test_battery_contract_with_default_parameters() -> None:
     """`check_env`: spaces, dtypes, flags, stable structure, eager = jit = vmap = scan, one
     compilation, determinism and key dependence, for the env with sekai's defaults."""
-    report = check_env(MarketMakingEnv(), num_steps=6, num_keys=2)
-    assert {"recompilation", "determinism"} <= set(report.passed)
+    shared.assert_check_env_passes(
+        MarketMakingEnv(), num_steps=6, including={"recompilation", "determinism"}
+    )
 
 
 def test_battery_batch_independence_under_x64() -> None:
     """`check_batch_independence`: every instance of `VmapWrapper(env, 3)` is bit-identical
     to the same instance run alone (non-default parameters, float64)."""
-    with jax.enable_x64(True):
-        report = check_batch_independence(SMALL, num_envs=3, num_steps=8)
-    assert report.stats["num_envs"] == 3
+    shared.assert_batch_independent_under_x64(SMALL)
 
 
 def test_draws_come_from_the_slot_table() -> None:
-    _, (u, z), _ = _jit_rollout(SMALL, jax.random.key(5), jnp.ones((7, 2)))
+    _, (u, z), _ = shared.noisy_rollout(SMALL, jax.random.key(5), jnp.ones((7, 2)))
     ek = rng.episode_key(jax.random.key(5))
     np.testing.assert_array_equal(u[3], rng.uniform(ek, 3, SLOTS.FILL, jnp.arange(2)))
     np.testing.assert_array_equal(z[3], rng.normal(ek, 3, SLOTS.MID, 0))
@@ -396,20 +349,13 @@ def test_action_is_clipped_and_checked() -> None:
     key = jax.random.key(0)
     wild = jnp.tile(jnp.array([-7.0, 9.0]), (7, 1))
     tame = jnp.tile(jnp.array([0.0, SMALL.max_offset]), (7, 1))
-    state, _, wild_states = _jit_rollout(SMALL, key, wild)
-    for a, b in zip(_leaves(wild_states), _leaves(_jit_rollout(SMALL, key, tame)[2])):
+    state, _, wild_states = shared.noisy_rollout(SMALL, key, wild)
+    for a, b in zip(
+        shared.leaves(wild_states), shared.leaves(shared.noisy_rollout(SMALL, key, tame)[2])
+    ):
         np.testing.assert_array_equal(a, b)
     assert SMALL._action(jnp.ones((2, 1))).shape == (2,)  # 2 numbers in any shape, as sekai
-    with pytest.raises(ValueError, match=r"another shape of 2 elements .*got float32 \(3,\)"):
-        SMALL.step(state, jnp.zeros(3))  # the trace-time check (on by default)
-    with pytest.raises(TypeError, match=r"float or integer dtype is fine\), got bool \(2,\)"):
-        SMALL.step(state, jnp.zeros(2, bool))
-    unchecked = copy.copy(SMALL)
-    unchecked.check_actions = False  # the env's own conversion still refuses them
-    with pytest.raises(ValueError, match="2 numbers"):
-        unchecked.step(state, jnp.zeros(3))
-    with pytest.raises(TypeError, match="numeric"):
-        unchecked.step(state, jnp.zeros(2, bool))
+    shared.assert_bad_actions_refused(SMALL, state, size=2)
 
 
 @pytest.mark.parametrize(
@@ -422,7 +368,7 @@ def test_a_nan_offset_is_no_quote_eagerly_and_under_jit(action: list[float]) -> 
     for k in range(8):  # key 2's ask fills at offset 1
         state = env.reset(key=jax.random.key(k))
         eager, jitted = env.step(state, a), stepped(state, a)
-        for x, y in zip(_leaves(eager), _leaves(jitted)):
+        for x, y in zip(shared.leaves(eager), shared.leaves(jitted)):
             np.testing.assert_array_equal(x, y)
         quotes = jnp.stack([eager.info["bid"], eager.info["ask"]])
         filled = jnp.stack([eager.info["bid_filled"], eager.info["ask_filled"]])
@@ -438,71 +384,10 @@ def test_a_nan_offset_is_no_quote_eagerly_and_under_jit(action: list[float]) -> 
 
 
 def test_time_runs_out_after_n_steps_and_never_truncates() -> None:
-    _, _, states = _jit_rollout(SMALL, jax.random.key(0), jnp.ones((7, 2)))
+    _, _, states = shared.noisy_rollout(SMALL, jax.random.key(0), jnp.ones((7, 2)))
     np.testing.assert_array_equal(states.termination, [False] * 4 + [True] * 3)
     assert not bool(states.truncation.any())
     assert bool(jax.vmap(SMALL.observation_space.contains)(states.observation).all())
-
-
-def _rollout_with(
-    params: MarketMakingParams, key: jax.Array, actions: jax.Array
-) -> tuple[parallax.State, parallax.State]:
-    """`SMALL` through `actions` with per-call `params` (traced, so no retrace per value)."""
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
-        nxt = SMALL.step(state, action, params=params)
-        return nxt, nxt
-
-    first = SMALL.reset(key=key, params=params)
-    return first, jax.lax.scan(body, first, actions)[1]
-
-
-def _leaves(tree: Any) -> list[np.ndarray]:
-    """The leaves of `tree` as NumPy arrays, typed PRNG keys as their raw data."""
-    return [
-        np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
-        for x in jax.tree.leaves(tree)
-    ]
-
-
-def assert_lanes_independent(
-    rollout_with: Callable[..., Any], params: Any, keys: jax.Array, actions: np.ndarray
-) -> Any:
-    """The batch contract of a `rollout_with(params, key, actions)` function, vmapped.
-
-    - Lanes 0 and 2 are bit-identical whatever the other lanes hold (lanes 1 and 3 get other
-      params, keys and actions), so a lane never reads its neighbours;
-    - new parameter values reuse the compiled program (domain randomisation, no retrace).
-
-    (A lane against its solo run is `check_batch_independence`'s job, see the battery test.)
-
-    `params` leaves are NumPy arrays with a leading batch axis of 4. Returns the result of
-    the first batched run.
-    """
-    chex.clear_trace_counter()
-
-    @chex.assert_max_traces(n=1)  # the second batch (new values) reuses the program
-    def traced(*args: Any) -> Any:
-        return rollout_with(*args)
-
-    odd = np.arange(4) % 2 == 1
-
-    def swap(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """`y` in lanes 1 and 3, `x` in lanes 0 and 2."""
-        return np.where(odd.reshape((-1,) + (1,) * (x.ndim - 1)), y, x)
-
-    batched = jax.jit(jax.vmap(traced))
-    lanes = batched(params, keys, actions)
-    raw_keys = np.asarray(jax.random.key_data(keys))
-    neighbours = batched(
-        jax.tree.map(lambda x: swap(x, x[::-1] * 1.5), params),
-        jax.random.wrap_key_data(swap(raw_keys, raw_keys[::-1])),
-        swap(actions, actions[::-1] * 0.5),
-    )
-    lane_leaves = _leaves(lanes)
-    for a, b in zip(lane_leaves, _leaves(neighbours)):
-        np.testing.assert_array_equal(a[0::2], b[0::2])
-    return lanes
 
 
 def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
@@ -514,7 +399,7 @@ def test_batch_lanes_are_independent_and_params_do_not_retrace() -> None:
     )  # fmt: skip
     keys = jax.random.split(jax.random.key(9), n)
     actions = np.random.default_rng(1).uniform(0.0, 2.0, (n, 7, 2)).astype(np.float32)
-    first, states = assert_lanes_independent(_rollout_with, params, keys, actions)
+    first, states = shared.assert_lanes_independent(SMALL, params, keys, actions)
     mids = np.asarray(states.info["mid_price"])
     # Each lane runs with its own params: sigma = 0 keeps lane 0's mid at s0.
     np.testing.assert_array_equal(mids[0], 100.0)
@@ -536,17 +421,10 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
             "MarketMaking-v0", n, vectorization_mode="native", max_episode_steps=3, **kwargs
         )
         actions = np.random.default_rng(0).uniform(0, 1.5, (steps, n, 2)).astype(np.float32)
-
-        def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, Any]:
-            noise = jax.vmap(vec.unwrapped.step_noise)(state)
-            nxt = vec.step(state, action)
-            return nxt, (noise, nxt.observation, nxt.reward, nxt.termination, nxt.truncation,
-                         nxt.info["final_observation"], nxt.info["final_info"]["cash"])  # fmt: skip
-
-        first = vec.reset(key=jax.random.key(0))
-        _, (noise, obs, reward, term, trunc, final_obs, final_cash) = jax.jit(
-            lambda s, a: jax.lax.scan(body, s, a)
-        )(first, jnp.asarray(actions))
+        first, noise, states = shared.vec_noisy_rollout(vec, jax.random.key(0), actions)
+        term, trunc = states.termination, states.truncation
+        final_obs = states.info["final_observation"]
+        final_cash = states.info["final_info"]["cash"]
         draws = []
         for t in range(steps):
             draws += [
@@ -559,8 +437,8 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
         ended = 0
         for t in range(steps):
             result = ref.step(actions[t])
-            np.testing.assert_array_equal(np.asarray(obs[t]), result.observations)
-            np.testing.assert_allclose(reward[t], result.rewards, rtol=1e-9, atol=1e-12)
+            np.testing.assert_array_equal(np.asarray(states.observation[t]), result.observations)
+            np.testing.assert_allclose(states.reward[t], result.rewards, rtol=1e-9, atol=1e-12)
             np.testing.assert_array_equal(term[t], result.terminated)
             np.testing.assert_array_equal(trunc[t], result.truncated)
             for i in np.flatnonzero(result.dones):
@@ -574,19 +452,15 @@ def test_make_vec_matches_sekai_native_autoreset_and_time_limit() -> None:
 
 # -- properties --------------------------------------------------------------------------------
 
-_finite = {"allow_nan": False, "allow_infinity": False}
 
-
-@settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@shared.PROPERTY_SETTINGS
 @given(
-    s0=st.floats(-1e3, 1e4, **_finite),
-    sigma=st.floats(0.0, 20.0, **_finite),
-    total_time=st.floats(1e-3, 50.0, **_finite),
-    fill_intensity=st.floats(1e-3, 1e4, **_finite),
-    fill_decay=st.floats(1e-3, 20.0, **_finite),
-    risk_aversion=st.floats(0.0, 10.0, **_finite),
+    s0=st.floats(-1e3, 1e4, **shared.FINITE),
+    sigma=st.floats(0.0, 20.0, **shared.FINITE),
+    total_time=st.floats(1e-3, 50.0, **shared.FINITE),
+    fill_intensity=st.floats(1e-3, 1e4, **shared.FINITE),
+    fill_decay=st.floats(1e-3, 20.0, **shared.FINITE),
+    risk_aversion=st.floats(0.0, 10.0, **shared.FINITE),
     actions=hnp.arrays(np.float32, (12, 2), elements=st.floats(-1e6, 1e6, width=32)),
     seed=st.integers(0, 2**31 - 1),
 )
@@ -628,15 +502,8 @@ _PROPERTY_ENV = MarketMakingEnv(n_steps=10, max_inventory=3, order_size=2, max_o
 @jax.jit
 def _property_rollout(params: MarketMakingParams, key: jax.Array, actions: jax.Array) -> Any:
     """12 steps (2 past the end of the session); also whether each observation is in the space."""
-    env = _PROPERTY_ENV
-
-    def body(state: parallax.State, action: jax.Array) -> tuple[parallax.State, parallax.State]:
-        nxt = env.step(state, action, params=params)
-        return nxt, nxt
-
-    first = env.reset(key=key, params=params)
-    _, states = jax.lax.scan(body, first, actions)
-    inside = jax.vmap(env.observation_space.contains)(states.observation)
+    first, states = shared.rollout_with_params(_PROPERTY_ENV, params, key, actions)
+    inside = jax.vmap(_PROPERTY_ENV.observation_space.contains)(states.observation)
     return first.info["mid_price"], states.reward, states.info, states.termination, inside
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import _finance_env_cases as shared
 import chex
 import jax
 import jax.numpy as jnp
@@ -11,25 +12,11 @@ import numpy as np
 import pytest
 import sekai
 import sekai.finance as sf
-from finance_support import (
-    SekaiReference,
-    assert_values_match,
-    rollout,
-    run_against_sekai,
-    sekai_tolerance,
-)
+from finance_support import assert_values_match, rollout, run_against_sekai
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_finance_trading import _compare_vector_step, float32_and_x64
 
-import parallax
 from parallax import finance as pf
-from parallax.testing import (
-    TRANSFORM_TOLERANCE,
-    check_batch_independence,
-    check_env,
-    check_matches_reference,
-)
 
 SHORT = {"episode_length": 12, "lookback": 4}
 
@@ -54,12 +41,8 @@ def test_spaces_match_sekai(kwargs):
     theirs = sekai.make("Portfolio-v0", **SHORT, **kwargs)
     assert list(ours.observation_space.spaces) == list(theirs.observation_space.spaces)
     for name, space in theirs.observation_space.spaces.items():
-        mine = ours.observation_space.spaces[name]
-        assert (mine.shape, mine.dtype) == (space.shape, space.dtype)
-        assert np.array_equal(mine.low, space.low) and np.array_equal(mine.high, space.high)
-    a, b = ours.action_space, theirs.action_space
-    assert (a.shape, a.dtype) == (b.shape, b.dtype)
-    assert np.array_equal(a.low, b.low) and np.array_equal(a.high, b.high)
+        shared.assert_box_matches(ours.observation_space.spaces[name], space)
+    shared.assert_box_matches(ours.action_space, theirs.action_space)
     assert np.array_equal(ours.corr, theirs.corr)
 
 
@@ -160,20 +143,17 @@ def test_gbm_trajectories_match_sekai(config):
 
 
 def test_matches_sekai_under_check_matches_reference():
-    kwargs = {**SHORT, "allow_short": True}
-    with jax.enable_x64(True):
-        env = pf.PortfolioEnv(**kwargs)
-        reference = SekaiReference(env, sekai.make("Portfolio-v0", **kwargs))
-        report = check_matches_reference(
-            env, reference, key=jax.random.key(7), num_steps=12, num_episodes=3,
-            tolerance=sekai_tolerance(),
-        )  # fmt: skip
-    assert report.stats["steps_compared"] == 36
+    shared.assert_matches_sekai_reference(
+        pf.PortfolioEnv, "Portfolio-v0", {**SHORT, "allow_short": True}
+    )
 
 
 # ------------------------------------------------------------------- the battery
-def _battery_env(non_default):
-    """The default market (5 assets), or a non-default market, costs and reward."""
+def battery_env(non_default):
+    """The default market (5 assets), or a non-default market, costs and reward.
+
+    The battery tests run in tests/test_finance_trading.py, on this env and on `TradingEnv`.
+    """
     if not non_default:
         return pf.PortfolioEnv(episode_length=6, lookback=3)
     return pf.PortfolioEnv(
@@ -182,18 +162,6 @@ def _battery_env(non_default):
         transaction_cost=pf.SpreadCost([1e-3, 2e-3, 0.0]) + pf.FixedCost(5.0),
         reward=pf.MeanVariance(3.0) - 1e-2 * pf.TurnoverPenalty(), capital=1e4,
     )  # fmt: skip
-
-
-def test_battery_default_market_float32():
-    report = check_env(_battery_env(False), num_steps=8, num_keys=2, disable_jit=False)
-    assert "recompilation" in report.passed and "key_sensitivity" in report.passed
-
-
-def test_batch_independence_non_default_x64():
-    with jax.enable_x64(True):
-        env = _battery_env(True)
-        # see test_finance_trading.test_batch_independence_non_default_x64 for the tolerance
-        check_batch_independence(env, num_envs=3, num_steps=8, tolerance=TRANSFORM_TOLERANCE)
 
 
 # ------------------------------------------------------------------- price history
@@ -234,23 +202,11 @@ def test_vector_autoreset_and_time_limit_match_sekai_native():
     prices = _history(40, 2, seed=4)
     kwargs = {"prices": prices, "sampler": 5, "episode_length": 6, "lookback": 3}
     lanes, limit, steps = 3, 4, 13
-    ref = sekai.make_vec(
-        "Portfolio-v0", lanes, vectorization_mode="native", max_episode_steps=limit, **kwargs
-    )
     actions = np.random.default_rng(2).uniform(0, 1, (steps, lanes, 3)).astype(np.float32)
-    finished = 0
-    with jax.enable_x64(True):
-        vec = parallax.make_vec("Portfolio-v0", lanes, max_episode_steps=limit, **kwargs)
-        state = vec.reset(key=jax.random.key(0))
-        out = ref.reset(seed=0)
-        assert_values_match(state.observation["returns"], out.observations["returns"], "reset")
-        step = jax.jit(vec.step)
-        for t in range(steps):
-            state = jax.device_get(step(state, actions[t]))
-            out = ref.step(actions[t])
-            finished += _compare_vector_step(state, out, lanes, f"step {t + 1}")
+    finished = shared.vector_episodes_match_sekai_native(
+        "Portfolio-v0", kwargs, actions, limit, at_reset=lambda observation: observation["returns"]
+    )
     assert finished == lanes * 3
-    ref.close()
 
 
 # ------------------------------------------------------------------- dtype contract
@@ -299,7 +255,7 @@ def test_float32_stays_finite_and_agrees_with_x64_when_prices_underflow(weights)
     # sigma 3: float32 prices underflow after ~4,000 steps; returns are kept in log space.
     env = pf.PortfolioEnv(n_assets=3, sigma=3.0, episode_length=10_000, lookback=2)
     actions = np.tile(np.asarray(weights, np.float32), (env.episode_length, 1))
-    f32, x64 = float32_and_x64(env, actions)
+    f32, x64 = shared.float32_and_x64(env, actions)
     assert np.all(np.isfinite(f32.reward)) and np.all(np.isfinite(f32.observation["returns"]))
     assert np.all(np.isfinite(f32.info["asset_returns"]))
     np.testing.assert_allclose(f32.reward, x64.reward, rtol=1e-5, atol=1e-6)

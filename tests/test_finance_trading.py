@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import _finance_env_cases as shared
 import chex
 import jax
 import jax.numpy as jnp
@@ -11,27 +12,17 @@ import numpy as np
 import pytest
 import sekai
 import sekai.finance as sf
-from finance_support import (
-    SekaiReference,
-    assert_values_match,
-    rollout,
-    run_against_sekai,
-    sekai_tolerance,
-    sp500,
-)
+from finance_support import assert_values_match, rollout, run_against_sekai, sp500
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_finance_portfolio import battery_env as portfolio_battery_env
 
 import parallax
 from parallax import finance as pf
-from parallax.testing import (
-    TRANSFORM_TOLERANCE,
-    check_batch_independence,
-    check_env,
-    check_matches_reference,
-)
+from parallax.testing import TRANSFORM_TOLERANCE
 
 SHORT = {"episode_length": 12, "lookback": 4}
+_compare_vector_step = shared.compare_vector_step  # tests/test_finance_sequential.py imports it
 
 
 def _history(rows, seed=0):
@@ -47,10 +38,8 @@ def _actions(count, n, seed):
 def test_spaces_match_sekai(positions):
     ours = pf.TradingEnv(positions=positions, **SHORT)
     theirs = sekai.make("Trading-v0", positions=positions, **SHORT)
-    assert ours.observation_space.shape == theirs.observation_space.shape
-    assert ours.observation_space.dtype == theirs.observation_space.dtype == np.float32
-    assert np.array_equal(ours.observation_space.low, theirs.observation_space.low)
-    assert np.array_equal(ours.observation_space.high, theirs.observation_space.high)
+    shared.assert_box_matches(ours.observation_space, theirs.observation_space)
+    assert ours.observation_space.dtype == np.float32
     assert ours.action_space.n == theirs.action_space.n == len(positions)
 
 
@@ -124,14 +113,7 @@ def test_gbm_trajectories_match_sekai(config):
 
 
 def test_matches_sekai_under_check_matches_reference():
-    with jax.enable_x64(True):
-        env = pf.TradingEnv(**SHORT)
-        reference = SekaiReference(env, sekai.make("Trading-v0", **SHORT))
-        report = check_matches_reference(
-            env, reference, key=jax.random.key(7), num_steps=12, num_episodes=3,
-            tolerance=sekai_tolerance(),
-        )  # fmt: skip
-    assert report.stats["steps_compared"] == 36
+    shared.assert_matches_sekai_reference(pf.TradingEnv, "Trading-v0", SHORT)
 
 
 # ------------------------------------------------------------------- the battery
@@ -147,17 +129,30 @@ def _battery_env(non_default):
     )  # fmt: skip
 
 
-def test_battery_default_market_float32():
-    report = check_env(_battery_env(False), num_steps=8, num_keys=2, disable_jit=False)
-    assert "recompilation" in report.passed and "key_sensitivity" in report.passed
+BATTERY_ENVS = {"trading": _battery_env, "portfolio": portfolio_battery_env}
+"""The market envs' battery cases (`battery_env(non_default)`; the portfolio's is in its file)."""
+battery_cases = pytest.mark.parametrize(
+    "battery_env", BATTERY_ENVS.values(), ids=BATTERY_ENVS.keys()
+)
 
 
-def test_batch_independence_non_default_x64():
+@battery_cases
+def test_battery_default_market_float32(battery_env):
+    shared.assert_check_env_passes(
+        battery_env(False),
+        num_steps=8,
+        including={"recompilation", "key_sensitivity"},
+        disable_jit=False,
+    )
+
+
+@battery_cases
+def test_batch_independence_non_default_x64(battery_env):
     with jax.enable_x64(True):
-        env = _battery_env(True)
-        # XLA compiles the batched and the single program separately and may contract
-        # a * b + c into an FMA in one and not the other: floats may differ in the last ulps.
-        check_batch_independence(env, num_envs=3, num_steps=8, tolerance=TRANSFORM_TOLERANCE)
+        env = battery_env(True)
+    # XLA compiles the batched and the single program separately and may contract
+    # a * b + c into an FMA in one and not the other: floats may differ in the last ulps.
+    shared.assert_batch_independent_under_x64(env, tolerance=TRANSFORM_TOLERANCE)
 
 
 # ------------------------------------------------------------------- price history
@@ -282,50 +277,9 @@ def test_vector_autoreset_and_time_limit_match_sekai_native():
     prices = _history(50, seed=5)
     kwargs = {"prices": prices, "sampler": 3, "episode_length": 10, "lookback": 3}
     lanes, limit, steps = 3, 7, 25
-    ref = sekai.make_vec(
-        "Trading-v0", lanes, vectorization_mode="native", max_episode_steps=limit, **kwargs
-    )
     actions = np.random.default_rng(0).integers(0, 3, (steps, lanes)).astype(np.int32)
-    finished = 0
-    with jax.enable_x64(True):
-        vec = parallax.make_vec("Trading-v0", lanes, max_episode_steps=limit, **kwargs)
-        state = vec.reset(key=jax.random.key(0))
-        out = ref.reset(seed=0)
-        assert_values_match(state.observation, out.observations, "reset")
-        step = jax.jit(vec.step)
-        for t in range(steps):
-            state = jax.device_get(step(state, actions[t]))
-            out = ref.step(actions[t])
-            finished += _compare_vector_step(state, out, lanes, f"step {t + 1}")
+    finished = shared.vector_episodes_match_sekai_native("Trading-v0", kwargs, actions, limit)
     assert finished == lanes * 3  # every lane truncated by the time limit, three times
-    ref.close()
-
-
-def _compare_vector_step(state, out, lanes, where):
-    """Compare one batched step with sekai's native result; returns how many lanes ended.
-
-    sekai keeps the finished step's info at the top level and the new episode's in
-    `reset_info`; ours has the new episode's info at the top level and the finished step's
-    in `final_info` (both have the terminal observation in `final_observation`).
-    """
-    assert_values_match(state.observation, out.observations, f"{where} observation")
-    assert_values_match(state.reward, out.rewards, f"{where} reward")
-    assert np.array_equal(state.termination, out.terminated), where
-    assert np.array_equal(state.truncation, out.truncated), where
-    finished = 0
-    for i in range(lanes):
-        info = out.infos[i]
-        ours = {k: v[i] for k, v in state.info.items() if not k.startswith("final_")}
-        if out.dones[i]:
-            finished += 1
-            final_obs = jax.tree.map(lambda x, i=i: x[i], state.info["final_observation"])
-            assert_values_match(final_obs, info["final_observation"], where)
-            for name, value in state.info["final_info"].items():
-                assert_values_match(value[i], info["final_info"][name], f"{where} final {name}")
-            info = info["reset_info"]
-        for name, value in ours.items():
-            assert_values_match(value, info[name], f"{where} lane {i} info {name}")
-    return finished
 
 
 # ------------------------------------------------------------------- dtype contract
@@ -344,15 +298,6 @@ def test_dtypes_follow_the_float_mode(x64):
 
 
 # ------------------------------------------------------- float32 outside its range
-def float32_and_x64(env, actions):
-    """The stacked states of one episode in float32 and under x64 (same key and actions)."""
-    out = []
-    for x64 in (False, True):
-        with jax.enable_x64(x64):
-            out.append(rollout(env, jax.random.key(0), actions)[1])
-    return out
-
-
 EXTREME_MARKETS = {
     "sigma 3 for 10,000 steps": {"episode_length": 10_000, "sigma": 3.0},
     "s0 1e-30 falling": {"episode_length": 200, "s0": 1e-30, "mu": -50.0, "dt": 1.0},
@@ -365,7 +310,7 @@ EXTREME_MARKETS = {
 def test_float32_stays_finite_and_agrees_with_x64_when_prices_leave_its_range(kwargs, action):
     # float32 prices underflow (or overflow) here; the returns are computed in log space.
     env = pf.TradingEnv(lookback=2, **kwargs)
-    f32, x64 = float32_and_x64(env, np.full(env.episode_length, action, np.int32))
+    f32, x64 = shared.float32_and_x64(env, np.full(env.episode_length, action, np.int32))
     assert np.all(np.isfinite(f32.reward)) and np.all(np.isfinite(f32.observation))
     assert np.all(np.isfinite(f32.info["asset_return"]))
     np.testing.assert_allclose(f32.reward, x64.reward, rtol=1e-5, atol=1e-6)
