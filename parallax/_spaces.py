@@ -15,7 +15,7 @@ array. Invalid construction raises `ValueError` naming the field and the value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import jax
@@ -84,7 +84,49 @@ def _shape_and_kind_ok(x: Any, shape: tuple[int, ...], kind: str) -> bool:
     return True
 
 
-class Discrete:
+def _contains(x: Any, shape: tuple[int, ...], kind: str, inside: Callable[[Array], Array]) -> Array:
+    """`contains` of an array space: False unless `x` passes `_shape_and_kind_ok`, else
+    whether `inside(jnp.asarray(x))` holds everywhere."""
+    if not _shape_and_kind_ok(x, shape, kind):
+        return _false()
+    return jnp.all(inside(jnp.asarray(x)))
+
+
+def _integer_dtype(dtype: Any, owner: str) -> np.dtype:
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.integer):
+        raise ValueError(f"{owner}: dtype must be an integer dtype, got {dt}")
+    return dt
+
+
+class _Immutable:
+    """Base of the spaces: an attribute, once set (in `__init__`), cannot be set again."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, name):
+            raise AttributeError(f"{type(self).__name__} is immutable")
+        object.__setattr__(self, name, value)
+
+
+class _ArraySpace(_Immutable):
+    """Base of the array spaces: `shape` and `dtype`, stored as `_shape` and `_dtype`."""
+
+    __slots__ = ()
+    _shape: tuple[int, ...]
+    _dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+
+class Discrete(_ArraySpace):
     """Integers in `[0, n)`; with `shape`, an array of them (the stacked MARL form).
 
     Args:
@@ -108,9 +150,7 @@ class Discrete:
             raise TypeError(f"Discrete: n must be a positive int, got {n!r}")
         if n < 1:
             raise ValueError(f"Discrete: n must be a positive int (n >= 1), got {n}")
-        dt = np.dtype(dtype)
-        if not np.issubdtype(dt, np.integer):
-            raise ValueError(f"Discrete: dtype must be an integer dtype, got {dt}")
+        dt = _integer_dtype(dtype, "Discrete")
         if n - 1 > np.iinfo(dt).max:
             raise ValueError(f"Discrete: n={n} does not fit dtype {dt}")
         self._n = int(n)
@@ -122,24 +162,13 @@ class Discrete:
         """Number of choices."""
         return self._n
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._dtype
-
     def sample(self, *, key: PRNGKeyArray) -> Array:
         """A uniformly random element."""
         return jax.random.randint(key, self._shape, 0, self._n, dtype=self._dtype)
 
     def contains(self, x: Any) -> Array:
         """Whether `x` has this shape, an integer dtype and values in `[0, n)`."""
-        if not _shape_and_kind_ok(x, self._shape, "i"):
-            return _false()
-        x = jnp.asarray(x)
-        return jnp.all((x >= 0) & (x < self._n))
+        return _contains(x, self._shape, "i", lambda x: (x >= 0) & (x < self._n))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Discrete) and (self._n, self._shape, self._dtype) == (
@@ -155,13 +184,8 @@ class Discrete:
         extra = f", shape={self._shape}" if self._shape else ""
         return f"Discrete({self._n}{extra})"
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
 
-
-class Box:
+class Box(_ArraySpace):
     """A box `[low, high]` of real (or integer) numbers; bounds may be infinite.
 
     Args:
@@ -242,14 +266,6 @@ class Box:
         """Upper bounds, broadcast to `shape` (read-only)."""
         return self._high
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._dtype
-
     def is_bounded(self) -> bool:
         """Whether every dimension has finite bounds on both sides."""
         return bool(np.isfinite(self._low).all() and np.isfinite(self._high).all())
@@ -284,14 +300,12 @@ class Box:
     def contains(self, x: Any) -> Array:
         """Whether `x` has this shape, a matching dtype kind, and lies in `[low, high]`."""
         kind = "i" if np.issubdtype(self._dtype, np.integer) else "f"
-        if not _shape_and_kind_ok(x, self._shape, kind):
-            return _false()
-        x = jnp.asarray(x)
         dt = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-        xf = x.astype(dt)
         lo = jnp.asarray(self._low, dt)
         hi = jnp.asarray(self._high, dt)
-        return jnp.all((xf >= lo) & (xf <= hi))
+        return _contains(
+            x, self._shape, kind, lambda x: (x.astype(dt) >= lo) & (x.astype(dt) <= hi)
+        )
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -313,13 +327,8 @@ class Box:
 
         return f"Box({fmt(self._low)}, {fmt(self._high)}, {self._shape}, {self._dtype})"
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
 
-
-class MultiDiscrete:
+class MultiDiscrete(_ArraySpace):
     """Independent integers, element `i` in `[0, nvec[i])`.
 
     Args:
@@ -332,7 +341,7 @@ class MultiDiscrete:
         True
     """
 
-    __slots__ = ("_dtype", "_nvec")
+    __slots__ = ("_dtype", "_nvec", "_shape")
 
     def __init__(self, nvec: Any, dtype: Any = jnp.int32) -> None:
         arr = np.asarray(nvec)
@@ -344,11 +353,9 @@ class MultiDiscrete:
             raise ValueError("MultiDiscrete: nvec must not be empty")
         if (arr < 1).any():
             raise ValueError(f"MultiDiscrete: nvec must hold positive ints, got {arr.tolist()}")
-        dt = np.dtype(dtype)
-        if not np.issubdtype(dt, np.integer):
-            raise ValueError(f"MultiDiscrete: dtype must be an integer dtype, got {dt}")
+        self._dtype = _integer_dtype(dtype, "MultiDiscrete")
         self._nvec = _frozen(arr)
-        self._dtype = dt
+        self._shape = tuple(self._nvec.shape)
 
     @property
     def nvec(self) -> np.ndarray:
@@ -360,14 +367,6 @@ class MultiDiscrete:
         """Alias of `nvec` (the parallax-rl 0.4 name)."""
         return self._nvec
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self._nvec.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._dtype
-
     def sample(self, *, key: PRNGKeyArray) -> Array:
         """A uniformly random element."""
         hi = jnp.asarray(self._nvec, dtype=jnp.int32)
@@ -375,10 +374,9 @@ class MultiDiscrete:
 
     def contains(self, x: Any) -> Array:
         """Whether `x` has this shape, an integer dtype and `0 <= x < nvec`."""
-        if not _shape_and_kind_ok(x, self.shape, "i"):
-            return _false()
-        x = jnp.asarray(x)
-        return jnp.all((x >= 0) & (x < jnp.asarray(self._nvec, x.dtype)))
+        return _contains(
+            x, self._shape, "i", lambda x: (x >= 0) & (x < jnp.asarray(self._nvec, x.dtype))
+        )
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -394,13 +392,8 @@ class MultiDiscrete:
     def __repr__(self) -> str:
         return f"MultiDiscrete({self._nvec.tolist()})"
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
 
-
-class MultiBinary:
+class MultiBinary(_ArraySpace):
     """Arrays of 0/1 (`int8`) of shape `n` (an int or a tuple).
 
     Example:
@@ -410,25 +403,18 @@ class MultiBinary:
         (3,)
     """
 
-    __slots__ = ("_shape",)
+    __slots__ = ("_dtype", "_shape")
 
     def __init__(self, n: int | Sequence[int]) -> None:
         shp = _as_shape(n, "n", "MultiBinary")
         if any(d < 1 for d in shp):
             raise ValueError(f"MultiBinary: n must hold positive sizes, got {n!r}")
         self._shape = shp
+        self._dtype = np.dtype(np.int8)
 
     @property
     def n(self) -> tuple[int, ...]:
         return self._shape
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(np.int8)
 
     def sample(self, *, key: PRNGKeyArray) -> Array:
         """A uniformly random 0/1 array."""
@@ -436,10 +422,7 @@ class MultiBinary:
 
     def contains(self, x: Any) -> Array:
         """Whether `x` has this shape and only 0/1 values."""
-        if not _shape_and_kind_ok(x, self._shape, "i"):
-            return _false()
-        x = jnp.asarray(x)
-        return jnp.all((x == 0) | (x == 1))
+        return _contains(x, self._shape, "i", lambda x: (x == 0) | (x == 1))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MultiBinary) and self._shape == other._shape
@@ -450,11 +433,6 @@ class MultiBinary:
     def __repr__(self) -> str:
         return f"MultiBinary({self._shape})"
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
-
 
 def _is_space(x: Any) -> bool:
     return isinstance(x, Discrete | Box | MultiDiscrete | MultiBinary | PyTreeSpace) or (
@@ -462,7 +440,7 @@ def _is_space(x: Any) -> bool:
     )
 
 
-class PyTreeSpace:
+class PyTreeSpace(_Immutable):
     """A pytree of spaces: dicts, tuples, lists, nested; samples are pytrees alike.
 
     `shape` and `dtype` are pytrees of the leaves' shapes and dtypes. Dict keys follow JAX's
@@ -533,11 +511,6 @@ class PyTreeSpace:
 
     def __repr__(self) -> str:
         return f"PyTreeSpace({self.spaces!r})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
 
 
 def stack_space(space: Space, num: int) -> Any:
