@@ -10,6 +10,11 @@ random actions (drawn one step ahead, `parallax.action_scan`), in five compositi
 - nested, `jax.vmap(jax.vmap(AutoResetWrapper(env)))` over `seeds x N / seeds` envs (what
   `jit(vmap(train))` runs).
 
+Two more programs, with no auto-reset at all (episodes run on past their end), give the
+ceiling of the nested ones: `jax.vmap(env.step)` over N envs and `jax.vmap(jax.vmap(env.step))`
+over `seeds x N / seeds`. Their ratio (`nested_ceiling`) is what XLA's code for the env's own
+step loses under a nested vmap, which no auto-reset can win back.
+
 Every program steps N envs in all. The calls are interleaved (one call of each program per
 round, `--rounds` rounds after a warm-up call); reported per program: env steps/s, median
 and best of the rounds, and the ratio to the reference measured in the same round (the
@@ -45,6 +50,7 @@ COMPOSITIONS = (
     "vmap(VmapAutoResetWrapper)",
     "vmap(vmap(AutoResetWrapper))",
 )
+BARE = ("vmap(step), no reset", "vmap(vmap(step)), no reset")
 
 
 def _env(name: str) -> Any:
@@ -105,6 +111,13 @@ def programs(name: str, num_envs: int, steps: int, seeds: int) -> dict[str, Call
             nested_sample,
         ),
     }
+    bare_reset = jax.vmap(lambda k: env.reset(key=k))
+    built[BARE[0]] = (jax.vmap(env.step), bare_reset(keys), flat_sample)
+    built[BARE[1]] = (
+        jax.vmap(jax.vmap(env.step)),
+        jax.vmap(bare_reset)(nested_keys),
+        nested_sample,
+    )
     episode_key = rng.episode_key(jax.random.key(1))
     ts = jnp.arange(steps, dtype=jnp.uint32)
     out = {}
@@ -124,7 +137,7 @@ def measure(
     """Interleaved timings of every composition; env steps/s and ratios (see the docstring)."""
     progs = programs(name, num_envs, steps, seeds)
     ended = {c: int(p()) for c, p in progs.items()}  # warm-up call, and the same episodes
-    if len(set(ended.values())) != 1:
+    if len({ended[c] for c in COMPOSITIONS}) != 1:
         raise AssertionError(f"{name}: the compositions ended different episodes: {ended}")
     seconds: dict[str, list[float]] = {c: [] for c in progs}
     for _ in range(rounds):
@@ -142,14 +155,19 @@ def measure(
             "median_ratio": statistics.median(r / t for r, t in zip(ref, times, strict=True)),
             "best_ratio": min(ref) / min(times),
         }
+    flat, nested = seconds[BARE[0]], seconds[BARE[1]]
+    result["nested_ceiling"] = {
+        "median_ratio": statistics.median(f / n for f, n in zip(flat, nested, strict=True)),
+        "best_ratio": min(flat) / min(nested),
+    }
     result["episodes_ended"] = {"per_call": float(ended[REFERENCE])}
     return result
 
 
 def table(results: dict[str, Any]) -> str:
     """The markdown table of `main`'s results: M steps/s (median, best) and the ratios."""
-    head = "| env | N | " + " | ".join(f"`{c}`" for c in COMPOSITIONS) + " |"
-    lines = [head, "|---|---:|" + "---:|" * len(COMPOSITIONS)]
+    head = "| env | N | " + " | ".join(f"`{c}`" for c in COMPOSITIONS) + " | nested ceiling |"
+    lines = [head, "|---|---:|" + "---:|" * (len(COMPOSITIONS) + 1)]
     for key, row in results["cases"].items():
         name, n = key.rsplit("/N=", 1)
         cells = []
@@ -159,6 +177,7 @@ def table(results: dict[str, Any]) -> str:
             if c != REFERENCE:
                 cell += f", {r['median_ratio']:.2f}x"
             cells.append(cell)
+        cells.append(f"{row['nested_ceiling']['median_ratio']:.2f}x")
         lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

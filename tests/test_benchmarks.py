@@ -130,6 +130,9 @@ def test_autoreset_compositions_times_every_composition_on_the_same_episodes(
     for composition in bench.COMPOSITIONS:
         assert row[composition]["median_steps_per_s"] > 0
     assert row[bench.REFERENCE]["median_ratio"] == 1.0
+    for bare in bench.BARE:  # the no-reset programs that bound the nested ones
+        assert row[bare]["median_steps_per_s"] > 0
+    assert row["nested_ceiling"]["median_ratio"] > 0
     assert "| GridWorld-v0 | 64 |" in bench.table(results)
 
 
