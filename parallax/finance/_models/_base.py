@@ -467,10 +467,3 @@ class MarketModel:
             rng.normal_vector(episode_key, _rows(n_steps), slot, width, dtype=_float()),
             np.float64,
         )
-
-
-def _normal_draws(
-    model: MarketModel, episode_key: jax.Array, n_steps: int, width: int
-) -> list[tuple[str, tuple, Any]]:
-    z = model._normals(episode_key, n_steps, _PRICE, width)
-    return [("standard_normal", ((n_steps, width),), z)]

@@ -12,29 +12,19 @@ import numpy as np
 
 from ._base import (
     _DT,
-    _PRICE,
-    MarketModel,
     ModelState,
-    _asset_count,
-    _check_steps,
-    _cholesky,
-    _correlate,
-    _f,
     _float,
     _initial_prices,
-    _normal_draws,
-    _normal_key,
     _ou,
     _real,
     _require,
-    _slots,
     _step_length,
-    _vector,
 )
+from ._diffusion import _Diffusion, _Draws, _gbm_increment, _Moved, _Params
 
 
 # ------------------------------------------------------------------------------- GBM
-class GBM(MarketModel):
+class GBM(_Diffusion):
     """Geometric Brownian motion (sekai `GBM`), optionally correlated across assets.
 
     `log S_{t+1} = log S_t + (mu - sigma^2 / 2) dt + sigma sqrt(dt) (L z_t)_i`, with `L`
@@ -67,7 +57,6 @@ class GBM(MarketModel):
     s0: Any
     dt: Any
     chol: Any
-    SLOTS = _slots()
 
     def __init__(
         self,
@@ -79,39 +68,15 @@ class GBM(MarketModel):
         dt: float = _DT,
         n_assets: int | None = None,
     ) -> None:
-        n = _asset_count(n_assets, corr, mu=mu, sigma=sigma, s0=s0)
-        sig = _vector("sigma", sigma, n)
-        _require(np.all(sig >= 0), "sigma must be non-negative.")
-        _, chol = _cholesky(corr, n)
-        self._set(
-            n_assets=n,
-            dt=np.float64(_step_length(dt)),
-            mu=_vector("mu", mu, n),
-            sigma=sig,
-            s0=_initial_prices(s0, n),
-            chol=chol,
-        )
+        params = {"mu": mu, "sigma": sigma}
+        self._set_params(n_assets, corr, s0, dt, params, {"sigma": "be non-negative"})
 
-    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, self.n_assets),)
-
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        z = draws[_normal_key(_PRICE, self.n_assets)]
-        z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
-        mu, sigma, dt = _f(self.mu, dtype), _f(self.sigma, dtype), _f(self.dt, dtype)
-        inc = (mu - 0.5 * sigma**2) * dt + sigma * jnp.sqrt(dt) * z
-        new = ModelState(state.log_level + inc, {})
-        return new, self.prices(new)
-
-    def sekai_draws(self, episode_key: jax.Array, n_steps: int) -> list[tuple[str, tuple, Any]]:
-        return _normal_draws(self, episode_key, _check_steps(n_steps), self.n_assets)
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
+        return state.log_level + _gbm_increment(p["mu"], p["sigma"], p["dt"], z), {}
 
 
 # ---------------------------------------------------------------------- MeanReverting
-class MeanReverting(MarketModel):
+class MeanReverting(_Diffusion):
     """Exponential Ornstein-Uhlenbeck prices (sekai `MeanReverting`), exact transition.
 
     With `x = log(S / s0)` and target `m = log(mean) - log(s0)`:
@@ -129,7 +94,6 @@ class MeanReverting(MarketModel):
     s0: Any
     dt: Any
     chol: Any
-    SLOTS = _slots()
 
     def __init__(
         self,
@@ -142,50 +106,18 @@ class MeanReverting(MarketModel):
         dt: float = _DT,
         n_assets: int | None = None,
     ) -> None:
-        n = _asset_count(n_assets, corr, theta=theta, mean=mean, sigma=sigma, s0=s0)
-        th, me, sig = (
-            _vector("theta", theta, n),
-            _vector("mean", mean, n),
-            _vector("sigma", sigma, n),
-        )
-        _require(np.all(th > 0), "theta must be positive.")
-        _require(np.all(me > 0), "mean must be positive.")
-        _require(np.all(sig >= 0), "sigma must be non-negative.")
-        _, chol = _cholesky(corr, n)
-        self._set(
-            n_assets=n,
-            dt=np.float64(_step_length(dt)),
-            theta=th,
-            mean=me,
-            sigma=sig,
-            s0=_initial_prices(s0, n),
-            chol=chol,
-        )
+        params = {"theta": theta, "mean": mean, "sigma": sigma}
+        checks = {"theta": "be positive", "mean": "be positive", "sigma": "be non-negative"}
+        self._set_params(n_assets, corr, s0, dt, params, checks)
 
-    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, self.n_assets),)
-
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        z = draws[_normal_key(_PRICE, self.n_assets)]
-        z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
-        th, me, sig, s0, dt = (
-            _f(getattr(self, k), dtype) for k in ("theta", "mean", "sigma", "s0", "dt")
-        )
-        decay, scale = _ou(th, sig, dt)
-        target = jnp.log(me) - jnp.log(s0)
-        x = target + (state.log_level - target) * decay + scale * z
-        new = ModelState(x, {})
-        return new, self.prices(new)
-
-    def sekai_draws(self, episode_key: jax.Array, n_steps: int) -> list[tuple[str, tuple, Any]]:
-        return _normal_draws(self, episode_key, _check_steps(n_steps), self.n_assets)
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
+        decay, scale = _ou(p["theta"], p["sigma"], p["dt"])
+        target = jnp.log(p["mean"]) - jnp.log(p["s0"])
+        return target + (state.log_level - target) * decay + scale * z, {}
 
 
 # ------------------------------------------------------------------- CointegratedPair
-class CointegratedPair(MarketModel):
+class CointegratedPair(_Diffusion):
     """Two assets: a shared GBM trend plus a stationary OU spread (sekai's).
 
     Trend `x += (mu - sigma^2/2) dt + sigma sqrt(dt) z_0`, spread
@@ -209,7 +141,6 @@ class CointegratedPair(MarketModel):
     spread_sigma: Any
     s0: Any
     dt: Any
-    SLOTS = _slots()
 
     def __init__(
         self,
@@ -241,26 +172,12 @@ class CointegratedPair(MarketModel):
         zero = jnp.zeros((), _float())
         return ModelState(jnp.zeros((2,), _float()), {"trend": zero, "spread": zero})
 
-    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, 2),)
-
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        z = draws[_normal_key(_PRICE, 2)]
-        mu, sig, th, ssig, dt = (
-            _f(getattr(self, k), dtype) for k in ("mu", "sigma", "theta", "spread_sigma", "dt")
-        )
-        trend = state.latent["trend"] + ((mu - 0.5 * sig**2) * dt + sig * jnp.sqrt(dt) * z[0])
-        decay, scale = _ou(th, ssig, dt)
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
+        trend = state.latent["trend"] + _gbm_increment(p["mu"], p["sigma"], p["dt"], z[0])
+        decay, scale = _ou(p["theta"], p["spread_sigma"], p["dt"])
         spread = state.latent["spread"] * decay + scale * z[1]
         level = jnp.stack([trend + 0.5 * spread, trend - 0.5 * spread])
-        new = ModelState(level, {"trend": trend, "spread": spread})
-        return new, self.prices(new)
+        return level, {"trend": trend, "spread": spread}
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"spread": state.latent["spread"]}
-
-    def sekai_draws(self, episode_key: jax.Array, n_steps: int) -> list[tuple[str, tuple, Any]]:
-        return _normal_draws(self, episode_key, _check_steps(n_steps), 2)

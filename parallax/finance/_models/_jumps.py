@@ -16,28 +16,21 @@ from ._base import (
     _JUMP_COUNT,
     _JUMP_SIZE,
     _PRICE,
-    MarketModel,
     ModelState,
-    _asset_count,
     _check_steps,
-    _cholesky,
-    _correlate,
     _f,
     _float,
-    _initial_prices,
     _normal_key,
     _poisson,
-    _require,
     _rows,
     _slots,
-    _step_length,
     _uniform_key,
-    _vector,
 )
+from ._diffusion import _Diffusion, _Draws, _gbm_increment, _Moved, _Params
 
 
 # ----------------------------------------------------------------------------- Merton
-class MertonJumpDiffusion(MarketModel):
+class MertonJumpDiffusion(_Diffusion):
     """GBM plus compound-Poisson log-normal jumps (sekai `MertonJumpDiffusion`).
 
     Increment `(mu - sigma^2/2 - lambda k) dt + sigma sqrt(dt) (L z)_i + N m + sqrt(N) s w`
@@ -83,34 +76,15 @@ class MertonJumpDiffusion(MarketModel):
         dt: float = _DT,
         n_assets: int | None = None,
     ) -> None:
-        n = _asset_count(
-            n_assets,
-            corr,
-            mu=mu,
-            sigma=sigma,
-            jump_intensity=jump_intensity,
-            jump_mean=jump_mean,
-            jump_std=jump_std,
-            s0=s0,
-        )
-        sig = _vector("sigma", sigma, n)
-        lam = _vector("jump_intensity", jump_intensity, n)
-        std = _vector("jump_std", jump_std, n)
-        _require(np.all(sig >= 0), "sigma must be non-negative.")
-        _require(np.all(lam >= 0), "jump_intensity must be non-negative.")
-        _require(np.all(std >= 0), "jump_std must be non-negative.")
-        _, chol = _cholesky(corr, n)
-        self._set(
-            n_assets=n,
-            dt=np.float64(_step_length(dt)),
-            mu=_vector("mu", mu, n),
-            sigma=sig,
-            jump_intensity=lam,
-            jump_mean=_vector("jump_mean", jump_mean, n),
-            jump_std=std,
-            s0=_initial_prices(s0, n),
-            chol=chol,
-        )
+        params = {
+            "mu": mu,
+            "sigma": sigma,
+            "jump_intensity": jump_intensity,
+            "jump_mean": jump_mean,
+            "jump_std": jump_std,
+        }
+        checks = dict.fromkeys(("sigma", "jump_intensity", "jump_std"), "be non-negative")
+        self._set_params(n_assets, corr, s0, dt, params, checks)
 
     def init(self, episode_key: jax.Array) -> ModelState:
         zeros = jnp.zeros((self.n_assets,), _float())
@@ -121,30 +95,17 @@ class MertonJumpDiffusion(MarketModel):
 
     def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
         n = self.n_assets
-        return (
-            _normal_key(_PRICE, n),
-            _uniform_key(_JUMP_COUNT, n),
-            _normal_key(_JUMP_SIZE, n),
-        )
+        return (*super().draw_keys(), _uniform_key(_JUMP_COUNT, n), _normal_key(_JUMP_SIZE, n))
 
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
         n = self.n_assets
-        z = _correlate(
-            draws[_normal_key(_PRICE, n)],
-            None if self.chol is None else _f(self.chol, dtype),
-        )
-        counts = self._counts(draws[_uniform_key(_JUMP_COUNT, n)], dtype)
+        counts = self._counts(draws[_uniform_key(_JUMP_COUNT, n)], state.log_level.dtype)
         w = draws[_normal_key(_JUMP_SIZE, n)]
-        p = {k: _f(getattr(self, k), dtype) for k in self._leaves if k not in ("chol", "s0")}
         k = jnp.expm1(p["jump_mean"] + 0.5 * p["jump_std"] ** 2)
-        drift = (p["mu"] - 0.5 * p["sigma"] ** 2 - p["jump_intensity"] * k) * p["dt"]
+        compensator = p["jump_intensity"] * k
+        diffusion = _gbm_increment(p["mu"], p["sigma"], p["dt"], z, compensator)
         jumps = counts * p["jump_mean"] + jnp.sqrt(counts) * p["jump_std"] * w
-        inc = drift + p["sigma"] * jnp.sqrt(p["dt"]) * z + jumps
-        new = ModelState(state.log_level + inc, {"jumps": counts})
-        return new, self.prices(new)
+        return state.log_level + (diffusion + jumps), {"jumps": counts}
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"jumps": state.latent["jumps"]}

@@ -15,7 +15,6 @@ from ._base import (
     _PRICE,
     _REGIME,
     _REGIME_INIT,
-    MarketModel,
     ModelState,
     _categorical,
     _check_steps,
@@ -28,6 +27,7 @@ from ._base import (
     _slots,
     _uniform_key,
 )
+from ._diffusion import _Diffusion, _Draws, _gbm_increment, _Moved, _Params
 from ._gbm import GBM
 
 
@@ -57,7 +57,7 @@ def _stationary(transition: np.ndarray) -> np.ndarray:
     return out
 
 
-class RegimeSwitching(MarketModel):
+class RegimeSwitching(_Diffusion):
     """GBM whose drift, volatility and correlation follow a Markov chain (sekai's).
 
     The regime `r_0` is drawn from `initial` (uniform of slot REGIME_INIT), then
@@ -140,22 +140,21 @@ class RegimeSwitching(MarketModel):
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"regime": regime})
 
     def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, self.n_assets), _uniform_key(_REGIME, 1))
+        return (*super().draw_keys(), _uniform_key(_REGIME, 1))
 
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        r = state.latent["regime"]
+    def _shock(self, state: ModelState, draws: _Draws, dtype: Any) -> jax.Array:
+        """The PRICE normals, correlated by the current regime's `chol`."""
         z = draws[_normal_key(_PRICE, self.n_assets)]
-        if self.chol is not None:
-            z = _correlate(z, _f(self.chol, dtype)[r])
-        mu, sigma, dt = _f(self.mu, dtype)[r], _f(self.sigma, dtype)[r], _f(self.dt, dtype)
-        inc = (mu - 0.5 * sigma**2) * dt + sigma * jnp.sqrt(dt) * z
+        if self.chol is None:
+            return z
+        return _correlate(z, _f(self.chol, dtype)[state.latent["regime"]])
+
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
+        r = state.latent["regime"]
+        inc = _gbm_increment(p["mu"][r], p["sigma"][r], p["dt"], z)
         u = draws[_uniform_key(_REGIME, 1)][0]
-        nxt = _categorical(_f(self.cum_transition, dtype)[r], u).astype(jnp.int32)
-        new = ModelState(state.log_level + inc, {"regime": nxt})
-        return new, self.prices(new)
+        nxt = _categorical(p["cum_transition"][r], u).astype(jnp.int32)
+        return state.log_level + inc, {"regime": nxt}
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"regime": state.latent["regime"].astype(state.log_level.dtype)}

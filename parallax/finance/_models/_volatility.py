@@ -9,30 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...rng import Slot
-from ._base import (
-    _DT,
-    _PRICE,
-    _VARIANCE,
-    MarketModel,
-    ModelState,
-    _asset_count,
-    _check_steps,
-    _cholesky,
-    _correlate,
-    _f,
-    _float,
-    _initial_prices,
-    _normal_draws,
-    _normal_key,
-    _require,
-    _slots,
-    _step_length,
-    _vector,
-)
+from ._base import _DT, _PRICE, _VARIANCE, ModelState, _check_steps, _f, _float, _normal_key, _slots
+from ._diffusion import _Diffusion, _Draws, _Moved, _Params
 
 
 # ----------------------------------------------------------------------------- Heston
-class Heston(MarketModel):
+class Heston(_Diffusion):
     """Heston stochastic volatility, full-truncation Euler (sekai `Heston`).
 
     With `v+ = max(v, 0)`: `x += (mu - v+/2) dt + sqrt(v+ dt) z1` and
@@ -74,32 +56,11 @@ class Heston(MarketModel):
         dt: float = _DT,
         n_assets: int | None = None,
     ) -> None:
-        n = _asset_count(
-            n_assets, corr, mu=mu, kappa=kappa, theta=theta, xi=xi, rho=rho, v0=v0, s0=s0
-        )
-        kap, th, x, r = (
-            _vector(k, v, n)
-            for k, v in (("kappa", kappa), ("theta", theta), ("xi", xi), ("rho", rho))
-        )
-        var0 = th if v0 is None else _vector("v0", v0, n)
-        _require(np.all(kap > 0), "kappa must be positive.")
-        _require(np.all(th > 0), "theta must be positive.")
-        _require(np.all(x > 0), "xi must be positive.")
-        _require(np.all(np.abs(r) <= 1), "rho must lie in [-1, 1].")
-        _require(np.all(var0 >= 0), "v0 must be non-negative.")
-        _, chol = _cholesky(corr, n)
-        self._set(
-            n_assets=n,
-            dt=np.float64(_step_length(dt)),
-            mu=_vector("mu", mu, n),
-            kappa=kap,
-            theta=th,
-            xi=x,
-            rho=r,
-            v0=var0,
-            s0=_initial_prices(s0, n),
-            chol=chol,
-        )
+        params = {"mu": mu, "kappa": kappa, "theta": theta, "xi": xi, "rho": rho, "v0": v0}
+        checks = dict.fromkeys(("kappa", "theta", "xi"), "be positive")
+        checks |= {"rho": "lie in [-1, 1]", "v0": "be non-negative"}
+        defaults = {"v0": "theta"}  # v0=None starts at theta
+        self._set_params(n_assets, corr, s0, dt, params, checks, defaults=defaults)
 
     def init(self, episode_key: jax.Array) -> ModelState:
         dtype = _float()
@@ -107,24 +68,17 @@ class Heston(MarketModel):
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"v": v})
 
     def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, self.n_assets), _normal_key(_VARIANCE, self.n_assets))
+        return (*super().draw_keys(), _normal_key(_VARIANCE, self.n_assets))
 
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        z1 = draws[_normal_key(_PRICE, self.n_assets)]
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
         e = draws[_normal_key(_VARIANCE, self.n_assets)]
-        z1 = _correlate(z1, None if self.chol is None else _f(self.chol, dtype))
-        p = {k: _f(getattr(self, k), dtype) for k in ("mu", "kappa", "theta", "xi", "rho", "dt")}
-        z2 = p["rho"] * z1 + jnp.sqrt(1.0 - p["rho"] ** 2) * e
+        z2 = p["rho"] * z + jnp.sqrt(1.0 - p["rho"] ** 2) * e
         v = state.latent["v"]
         v_plus = jnp.maximum(v, 0.0)
         root = jnp.sqrt(v_plus * p["dt"])
-        x = state.log_level + (p["mu"] - 0.5 * v_plus) * p["dt"] + root * z1
+        x = state.log_level + (p["mu"] - 0.5 * v_plus) * p["dt"] + root * z
         v = v + p["kappa"] * (p["theta"] - v_plus) * p["dt"] + p["xi"] * root * z2
-        new = ModelState(x, {"v": v})
-        return new, self.prices(new)
+        return x, {"v": v}
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"variance": jnp.maximum(state.latent["v"], 0.0)}
@@ -137,7 +91,7 @@ class Heston(MarketModel):
 
 
 # ------------------------------------------------------------------------------ GARCH
-class GARCH(MarketModel):
+class GARCH(_Diffusion):
     """GARCH(1,1) on per-step log returns (sekai `GARCH`).
 
     `h_0 = omega / (1 - alpha - beta)`; each step `eps = sqrt(h) (L z)_i`, increment
@@ -162,7 +116,6 @@ class GARCH(MarketModel):
     s0: Any
     dt: Any
     chol: Any
-    SLOTS = _slots()
 
     def __init__(
         self,
@@ -176,27 +129,10 @@ class GARCH(MarketModel):
         dt: float = _DT,
         n_assets: int | None = None,
     ) -> None:
-        n = _asset_count(n_assets, corr, omega=omega, alpha=alpha, beta=beta, mu=mu, s0=s0)
-        om, al, be = (
-            _vector("omega", omega, n),
-            _vector("alpha", alpha, n),
-            _vector("beta", beta, n),
-        )
-        _require(np.all(om > 0), "omega must be positive.")
-        _require(np.all(al >= 0), "alpha must be non-negative.")
-        _require(np.all(be >= 0), "beta must be non-negative.")
-        _require(np.all(al + be < 1), "alpha + beta must be < 1.")
-        _, chol = _cholesky(corr, n)
-        self._set(
-            n_assets=n,
-            dt=np.float64(_step_length(dt)),
-            omega=om,
-            alpha=al,
-            beta=be,
-            mu=_vector("mu", mu, n),
-            s0=_initial_prices(s0, n),
-            chol=chol,
-        )
+        params = {"omega": omega, "alpha": alpha, "beta": beta, "mu": mu}
+        checks = {"omega": "be positive", "alpha": "be non-negative", "beta": "be non-negative"}
+        stationary = (lambda v: v["alpha"] + v["beta"] < 1, "alpha + beta must be < 1.")
+        self._set_params(n_assets, corr, s0, dt, params, checks, joint=(stationary,))
 
     def init(self, episode_key: jax.Array) -> ModelState:
         dtype = _float()
@@ -204,25 +140,11 @@ class GARCH(MarketModel):
         h = jnp.broadcast_to(om / (1.0 - al - be), (self.n_assets,))
         return ModelState(jnp.zeros((self.n_assets,), dtype), {"variance": h})
 
-    def draw_keys(self) -> tuple[tuple[Any, ...], ...]:
-        return (_normal_key(_PRICE, self.n_assets),)
-
-    def advance(
-        self, state: ModelState, draws: dict[tuple[Any, ...], jax.Array]
-    ) -> tuple[ModelState, jax.Array]:
-        dtype = state.log_level.dtype
-        z = draws[_normal_key(_PRICE, self.n_assets)]
-        z = _correlate(z, None if self.chol is None else _f(self.chol, dtype))
-        om, al, be, mu, dt = (
-            _f(getattr(self, k), dtype) for k in ("omega", "alpha", "beta", "mu", "dt")
-        )
+    def _move(self, state: ModelState, z: jax.Array, p: _Params, draws: _Draws) -> _Moved:
         h = state.latent["variance"]
         eps = jnp.sqrt(h) * z
-        new = ModelState(state.log_level + (mu * dt + eps), {"variance": om + al * eps**2 + be * h})
-        return new, self.prices(new)
+        h_next = p["omega"] + p["alpha"] * eps**2 + p["beta"] * h
+        return state.log_level + (p["mu"] * p["dt"] + eps), {"variance": h_next}
 
     def record(self, state: ModelState) -> dict[str, jax.Array]:
         return {"variance": state.latent["variance"]}
-
-    def sekai_draws(self, episode_key: jax.Array, n_steps: int) -> list[tuple[str, tuple, Any]]:
-        return _normal_draws(self, episode_key, _check_steps(n_steps), self.n_assets)
