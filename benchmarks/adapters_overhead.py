@@ -115,18 +115,9 @@ def _box_actions(key: Any, n: int, size: int) -> Any:
     return jax.random.uniform(key, (n, size), minval=-1.0, maxval=1.0)
 
 
-def brax_case(n: int, num_steps: int):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # jaxopt, imported by brax
-        import brax.envs
-        from brax.envs.wrappers import training
-
-    from parallax.adapters import BraxAdapter
-
-    env = brax.envs.get_environment("fast")
-    raw = training.wrap(env, episode_length=1000)
-    vec = VmapAutoResetWrapper(BraxAdapter(env, episode_length=1000), n)
-    size = env.action_size
+def _brax_training_scans(raw: Any, vec: Any, size: int, n: int, num_steps: int):
+    """The two programs of a case with `size` box actions: `raw`, a batched env wrapped for
+    brax training, and our `vec` stack of the same env."""
 
     def raw_step(state: Any, key: Any) -> Any:
         state = raw.step(state, _box_actions(key, n, size))
@@ -142,6 +133,20 @@ def brax_case(n: int, num_steps: int):
         _scan(_standard(raw_init), _standard(raw_step), num_steps),
         _scan(lambda k: vec.reset(key=k), ours_step, num_steps),
     )
+
+
+def brax_case(n: int, num_steps: int):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # jaxopt, imported by brax
+        import brax.envs
+        from brax.envs.wrappers import training
+
+    from parallax.adapters import BraxAdapter
+
+    env = brax.envs.get_environment("fast")
+    raw = training.wrap(env, episode_length=1000)
+    vec = VmapAutoResetWrapper(BraxAdapter(env, episode_length=1000), n)
+    return _brax_training_scans(raw, vec, env.action_size, n, num_steps)
 
 
 def playground_case(n: int, num_steps: int):
@@ -154,22 +159,7 @@ def playground_case(n: int, num_steps: int):
     env = registry.load("PendulumSwingup", config_overrides={"impl": "jax"})
     raw = wrapper.wrap_for_brax_training(env, episode_length=1000)
     vec = VmapAutoResetWrapper(MJXAdapter(env, episode_length=1000), n)
-    size = env.action_size
-
-    def raw_step(state: Any, key: Any) -> Any:
-        state = raw.step(state, _box_actions(key, n, size))
-        return state, state.reward
-
-    def ours_step(state: Any, key: Any) -> Any:
-        state = vec.step(state, _box_actions(key, n, size))
-        return state, state.reward
-
-    # brax's wrappers need raw keys when batched (EpisodeWrapper reads `rng.shape[:-1]`)
-    raw_init = lambda key: raw.reset(jax.random.key_data(jax.random.split(key, n)))  # noqa: E731
-    return (
-        _scan(_standard(raw_init), _standard(raw_step), num_steps),
-        _scan(lambda k: vec.reset(key=k), ours_step, num_steps),
-    )
+    return _brax_training_scans(raw, vec, env.action_size, n, num_steps)
 
 
 def _compile(program: Callable[[Any], Any]) -> tuple[Any, float]:

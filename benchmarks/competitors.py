@@ -20,7 +20,9 @@ editable install) or in the current directory, and says how to get one when neit
 - `ParallaxRLRunner`: the published parallax-rl 0.4.0 stack in `parallax_rl_worker.py`, run
   by the interpreter of a separate virtual environment (its import name clashes with ours).
 
-A runner has `label`, `extra` (a dict reported as `competitor_<key>`), `prepare() ->
+A runner (a `parallax._bench_runner.Runner`: its constructor takes `env_id, num_envs, steps`
+and the keywords `autoreset, max_episode_steps, seed, env_kwargs`, passed on as `**common`,
+and stores them) has `label`, `extra` (a dict reported as `competitor_<key>`), `prepare() ->
 compile seconds or None` (build, compile, warm up), `run() -> (seconds, episodes ended)`
 (one timed call of `steps` steps) and `close()`; `parallax.bench.benchmark` interleaves its
 `run` calls with ours. A runner that times fewer envs than N says how many env steps one
@@ -46,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from parallax import Wrapper, action_scan, make_vec, rng
+from parallax._bench_runner import Runner, ScanRunner
 from parallax._wrappers.base import step_env
 
 NAMES = ("sekai", "gymnax", "parallax-rl")
@@ -82,38 +85,28 @@ def _import_sekai() -> Any:
     return sekai
 
 
-class SekaiRunner:
+class SekaiRunner(Runner):
     """sekai's native vector env, random actions from its `batch_action_space`."""
 
     label = "sekai native"
 
-    def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        steps: int,
-        *,
-        autoreset: bool,
-        max_episode_steps: int | None,
-        seed: int,
-        env_kwargs: dict[str, Any],
-    ) -> None:
+    def __init__(self, env_id: str, num_envs: int, steps: int, **common: Any) -> None:
+        super().__init__(env_id, num_envs, steps, **common)
         sekai = _import_sekai()
-        kwargs = dict(env_kwargs)
-        if max_episode_steps is not None:
-            kwargs["max_episode_steps"] = max_episode_steps
+        kwargs = dict(self.env_kwargs)
+        if self.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = self.max_episode_steps
         try:
             self.vec = sekai.make_vec(
                 env_id,
                 num_envs=num_envs,
                 vectorization_mode="native",
-                vector_kwargs={"autoreset": autoreset},
+                vector_kwargs={"autoreset": self.autoreset},
                 **kwargs,
             )
         except Exception as error:
             raise ValueError(f"sekai cannot build {env_id!r} natively: {error}") from error
-        self.steps, self.seed = steps, seed
-        self.extra: dict[str, Any] = {"version": getattr(sekai, "__version__", None)}
+        self.extra["version"] = getattr(sekai, "__version__", None)
 
     def prepare(self) -> float | None:
         """Reset and warm up; sekai compiles nothing (None)."""
@@ -170,7 +163,7 @@ class _CountingFlow:
         return getattr(self.flow, name)
 
 
-class SekaiLoopRunner:
+class SekaiLoopRunner(Runner):
     """sekai's env stepped in a Python loop, for ids without a native vector env.
 
     `timed_envs` of the N envs (`LOOP_ENVS` by default) are built with `sekai.make`, seeded
@@ -189,12 +182,11 @@ class SekaiLoopRunner:
         num_envs: int,
         steps: int,
         *,
-        autoreset: bool,
-        max_episode_steps: int | None,
-        seed: int,
-        env_kwargs: dict[str, Any],
         timed_envs: int | None = None,
+        **common: Any,
     ) -> None:
+        super().__init__(env_id, num_envs, steps, **common)
+        env_kwargs, max_episode_steps = self.env_kwargs, self.max_episode_steps
         sekai = _import_sekai()
         count = min(num_envs, LOOP_ENVS if timed_envs is None else timed_envs)
         if count < 1:
@@ -207,17 +199,14 @@ class SekaiLoopRunner:
             ]
         except Exception as error:
             raise ValueError(f"sekai cannot build {env_id!r}: {error}") from error
-        self.steps, self.seed = steps, seed
         self.env_steps_per_run = count * steps
-        self.extra: dict[str, Any] = {
-            "version": getattr(sekai, "__version__", None),
-            "ignored_env_kwargs": sorted(set(env_kwargs) - set(kwargs)),
-            "note": (
-                f"sekai has no native vector env for {env_id}: {count} of the {num_envs} envs "
-                "stepped in a Python loop, throughput per env step"
-                + ("" if autoreset else "; finished episodes are reset all the same")
-            ),
-        }
+        self.extra["version"] = getattr(sekai, "__version__", None)
+        self.extra["ignored_env_kwargs"] = sorted(set(env_kwargs) - set(kwargs))
+        self.extra["note"] = (
+            f"sekai has no native vector env for {env_id}: {count} of the {num_envs} envs "
+            "stepped in a Python loop, throughput per env step"
+            + ("" if self.autoreset else "; finished episodes are reset all the same")
+        )
 
     def _action(self, env: Any) -> Any:
         masks = env.unwrapped.action_mask() if hasattr(env.unwrapped, "action_mask") else None
@@ -394,27 +383,19 @@ def count_flow_events(runner: Any, calls: int) -> dict[str, Any] | None:
     }
 
 
-class GymnaxRunner:
+class GymnaxRunner(ScanRunner):
     """gymnax's own `jax.vmap(env.step)` (with its internal auto-reset) in a jitted scan."""
 
     label = "gymnax vmap"
 
     def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        steps: int,
-        *,
-        autoreset: bool,
-        max_episode_steps: int | None,
-        seed: int,
-        env_kwargs: dict[str, Any],
-        sample: Any,
+        self, env_id: str, num_envs: int, steps: int, *, sample: Any, **common: Any
     ) -> None:
+        super().__init__(env_id, num_envs, steps, **common)
         namespace, _, name = env_id.partition("/")
         if namespace != "gymnax" or not name:
             raise ValueError(f"--compare gymnax needs a 'gymnax/NAME' id, got {env_id!r}")
-        if not autoreset:
+        if not self.autoreset:
             raise ValueError("--compare gymnax needs auto-reset (gymnax always auto-resets)")
         try:
             import gymnax
@@ -422,14 +403,11 @@ class GymnaxRunner:
             if error.name != "gymnax":
                 raise
             raise ImportError("--compare gymnax needs gymnax: pip install gymnax") from None
-        env_kwargs = {k: v for k, v in env_kwargs.items() if k != "params"}
-        self.env, params = gymnax.make(name, **env_kwargs)
-        if max_episode_steps is not None:
-            params = params.replace(max_steps_in_episode=max_episode_steps)
-        self.params = params
-        self.num_envs, self.steps, self.seed, self.sample = num_envs, steps, seed, sample
-        self.offset = 0
-        self.extra: dict[str, Any] = {}
+        kwargs = {k: v for k, v in self.env_kwargs.items() if k != "params"}
+        self.env, params = gymnax.make(name, **kwargs)
+        if self.max_episode_steps is not None:
+            params = params.replace(max_steps_in_episode=self.max_episode_steps)
+        self.params, self.sample = params, sample
 
     def _rollout(self, env_state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
         env, params, n = self.env, self.params, self.num_envs
@@ -462,27 +440,7 @@ class GymnaxRunner:
         keys = jax.random.split(key, self.num_envs)
         reset = jax.jit(jax.vmap(self.env.reset, in_axes=(0, None)))
         _, self.state = jax.block_until_ready(reset(keys, self.params))
-        self.episode_key = rng.episode_key(jax.random.fold_in(key, 1))
-        t0 = time.perf_counter()
-        self.compiled = (
-            jax.jit(self._rollout, donate_argnums=0)
-            .lower(self.state, self.episode_key, jnp.uint32(0))
-            .compile()
-        )
-        compile_seconds = time.perf_counter() - t0
-        self.run()
-        return compile_seconds
-
-    def run(self) -> tuple[float, int]:
-        t0 = time.perf_counter()
-        self.state, ended = self.compiled(self.state, self.episode_key, jnp.uint32(self.offset))
-        ended = int(jax.block_until_ready(ended))
-        jax.block_until_ready(self.state)
-        self.offset = (self.offset + self.steps) % 2**32
-        return time.perf_counter() - t0, ended
-
-    def close(self) -> None:
-        self.state = None
+        return self._compile(key)
 
 
 def _gymnax_version() -> str:
@@ -506,7 +464,7 @@ def find_parallax_rl_python(explicit: str | None) -> str:
     return python
 
 
-class ParallaxRLRunner:
+class ParallaxRLRunner(Runner):
     """The published parallax-rl 0.4.0 stack in a worker process of another interpreter.
 
     `VmapWrapper(AutoResetWrapper(TimeLimit(GymnaxAdapter(env), M)), N)`, random actions
@@ -517,31 +475,23 @@ class ParallaxRLRunner:
     label = "parallax-rl"
 
     def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        steps: int,
-        *,
-        autoreset: bool,
-        max_episode_steps: int | None,
-        seed: int,
-        env_kwargs: dict[str, Any],
-        python: str,
+        self, env_id: str, num_envs: int, steps: int, *, python: str, **common: Any
     ) -> None:
+        super().__init__(env_id, num_envs, steps, **common)
         namespace, _, name = env_id.partition("/")
         if namespace != "gymnax" or not name:
             raise ValueError(f"--compare parallax-rl needs a 'gymnax/NAME' id, got {env_id!r}")
-        if not autoreset or env_kwargs:
+        if not self.autoreset or self.env_kwargs:
             raise ValueError("--compare parallax-rl needs auto-reset and no --env-kwarg")
         self.cfg = {
             "name": name,
             "num_envs": num_envs,
             "steps": steps,
-            "max_episode_steps": 500 if max_episode_steps is None else max_episode_steps,
-            "seed": seed,
+            "max_episode_steps": 500 if self.max_episode_steps is None else self.max_episode_steps,
+            "seed": self.seed,
         }
         self.python = python
-        self.extra: dict[str, Any] = {"process": "worker subprocess, interleaved"}
+        self.extra["process"] = "worker subprocess, interleaved"
         self.worker: subprocess.Popen[str] | None = None
 
     def _line(self) -> dict[str, Any]:

@@ -27,6 +27,11 @@ import jax.numpy as jnp
 from parallax import State, TimeLimit, VmapAutoResetWrapper, VmapWrapper, spaces
 
 
+def _walk_state(x, reward, termination, step_count, key):
+    """The walk's `State` at `x` (observed as `[x, x]`), never truncated, with no info."""
+    return State(x, jnp.stack([x, x]), reward, termination, jnp.bool_(False), {}, step_count, key)
+
+
 class ExpensiveReset:
     """Reset simulates a `path_length`-step random walk (like a finance env building a
     price path); step is a couple of flops. `p_end` is the per-step termination chance."""
@@ -43,30 +48,12 @@ class ExpensiveReset:
         noise = jax.random.normal(sub, (self.path_length,))
         path = jnp.cumsum(jnp.exp(0.01 * noise))  # the expensive part
         x = path[-1] / self.path_length
-        return State(
-            env_state=x,
-            observation=jnp.stack([x, x]),
-            reward=jnp.float32(0.0),
-            termination=jnp.bool_(False),
-            truncation=jnp.bool_(False),
-            info={},
-            step_count=jnp.int32(0),
-            key=key,
-        )
+        return _walk_state(x, jnp.float32(0.0), jnp.bool_(False), jnp.int32(0), key)
 
     def step(self, state, action):
         x = state.env_state + jnp.where(action == 1, 0.01, -0.01)
         u = jax.random.uniform(jax.random.fold_in(state.key, state.step_count))
-        return State(
-            env_state=x,
-            observation=jnp.stack([x, x]),
-            reward=-jnp.abs(x),
-            termination=u < self.p_end,
-            truncation=jnp.bool_(False),
-            info={},
-            step_count=state.step_count + 1,
-            key=state.key,
-        )
+        return _walk_state(x, -jnp.abs(x), u < self.p_end, state.step_count + 1, state.key)
 
 
 def naive_autoreset(env):

@@ -1,5 +1,7 @@
 """Our side of `parallax bench`: a batched env and its compiled rollout, and what it costs.
 
+- `Runner`: what every runner (ours and the competitors') keeps of how it was asked to run;
+- `ScanRunner(Runner)`: the donated, compiled scan a JAX runner times (`run`, `close`);
 - `ParallaxRunner`: `make_vec(...)` and a donated, ahead-of-time compiled scan of
   `parallax.action_scan` with `parallax.random_actions`, on one device or split over several
   with `jax.shard_map`;
@@ -20,7 +22,7 @@ import numpy as np
 
 from ._actions import action_scan, random_actions
 
-__all__ = ["ParallaxRunner", "tree_bytes"]
+__all__ = ["ParallaxRunner", "Runner", "ScanRunner", "tree_bytes"]
 
 
 def tree_bytes(tree: Any) -> int:
@@ -102,7 +104,82 @@ def _check_devices(devices: Any, num_envs: int) -> int:
     return devices
 
 
-class ParallaxRunner:
+class Runner:
+    """A benchmark runner's common part: the stack it was asked for, and its `extra`.
+
+    Stores `env_id`, `num_envs`, `steps`, `autoreset`, `max_episode_steps`, `seed` and a
+    copy of `env_kwargs` (so that a work counter can replay the rollout), and starts
+    `extra` (a dict reported with the result) empty.
+    """
+
+    label = ""
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        steps: int,
+        *,
+        autoreset: bool,
+        max_episode_steps: int | None,
+        seed: int,
+        env_kwargs: dict[str, Any],
+    ) -> None:
+        self.env_id, self.num_envs, self.steps, self.seed = env_id, num_envs, steps, seed
+        self.autoreset, self.max_episode_steps = autoreset, max_episode_steps
+        self.env_kwargs = dict(env_kwargs)
+        self.extra: dict[str, Any] = {}
+
+
+class ScanRunner(Runner):
+    """A runner that times a donated, compiled scan `self._rollout(state, episode_key, start)`
+    of `steps` steps from step counter `start`, returning `(state, episodes ended)`.
+
+    A subclass defines `_rollout`, and its `prepare` resets `state` with a key and calls
+    `_compile(key)`; each `run()` then continues from the last call's state and counter.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.compiled: Any = None
+        self.state: Any = None
+        self.episode_key: Any = None
+        self.offset = 0
+
+    def _rollout(self, state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
+        raise NotImplementedError
+
+    def _compile(self, key: jax.Array) -> float:
+        """Set `episode_key` from the reset's `key`, compile `_rollout` (state donated) ahead
+        of time for `state`, and warm up with one call (first-touch allocation, thread
+        pools). Returns the compile's seconds."""
+        from . import rng
+
+        self.episode_key = rng.episode_key(jax.random.fold_in(key, 1))
+        t0 = time.perf_counter()
+        lowered = jax.jit(self._rollout, donate_argnums=0).lower(
+            self.state, self.episode_key, jnp.uint32(0)
+        )
+        self.compiled = lowered.compile()
+        seconds = time.perf_counter() - t0
+        self.run()
+        return seconds
+
+    def run(self) -> tuple[float, int]:
+        start = jnp.uint32(self.offset)
+        t0 = time.perf_counter()
+        self.state, ended = self.compiled(self.state, self.episode_key, start)
+        ended = int(np.sum(jax.block_until_ready(ended)))
+        jax.block_until_ready(self.state)
+        seconds = time.perf_counter() - t0
+        self.offset = (self.offset + self.steps) % 2**32
+        return seconds, ended
+
+    def close(self) -> None:
+        self.state = None
+
+
+class ParallaxRunner(ScanRunner):
     """Our side: `make_vec(...)`, a donated jitted scan of `steps` steps, compiled AOT.
 
     With `devices > 1` the batch is split over the first `devices` devices: each runs the
@@ -115,23 +192,14 @@ class ParallaxRunner:
     label = "parallax"
 
     def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        steps: int,
-        *,
-        autoreset: bool,
-        max_episode_steps: int | None,
-        seed: int,
-        env_kwargs: dict[str, Any],
-        devices: int = 1,
+        self, env_id: str, num_envs: int, steps: int, *, devices: int = 1, **common: Any
     ) -> None:
+        """`common`: the keywords of `Runner` (`autoreset`, ..., `env_kwargs`)."""
         from ._registry import make_vec
 
-        self.num_envs, self.steps, self.seed = num_envs, steps, seed
-        # how the stack was made, so that a work counter can replay the rollout
-        self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
-        self.autoreset, self.max_episode_steps = autoreset, max_episode_steps
+        super().__init__(env_id, num_envs, steps, **common)
+        max_episode_steps, autoreset = self.max_episode_steps, self.autoreset
+        env_kwargs = self.env_kwargs
         self.devices = _check_devices(devices, num_envs)
         self.vec = make_vec(env_id, num_envs, max_episode_steps, autoreset, **env_kwargs)
         self.sample = random_actions(self.vec.action_space, num_envs)
@@ -139,10 +207,6 @@ class ParallaxRunner:
         if self.devices > 1:
             n = num_envs // self.devices
             self.local = make_vec(env_id, n, max_episode_steps, autoreset, **env_kwargs)
-        self.compiled: Any = None
-        self.state: Any = None
-        self.offset = 0
-        self.extra: dict[str, Any] = {}
 
     def _rollout(self, state: Any, episode_key: jax.Array, start: jax.Array) -> Any:
         ts = start + jnp.arange(self.steps, dtype=jnp.uint32)
@@ -178,8 +242,6 @@ class ParallaxRunner:
         return batch_mesh(jax.devices()[: self.devices], _BATCH_AXIS)
 
     def prepare(self) -> float:
-        from . import rng
-
         key = jax.random.key(self.seed)
         t0 = time.perf_counter()
         self.state = jax.block_until_ready(jax.jit(lambda k: self.vec.reset(key=k))(key))
@@ -189,28 +251,7 @@ class ParallaxRunner:
             split = NamedSharding(self._mesh(), PartitionSpec(_BATCH_AXIS))
             self.state = jax.block_until_ready(jax.device_put(self.state, split))
         self.extra["reset_seconds"] = time.perf_counter() - t0
-        self.episode_key = rng.episode_key(jax.random.fold_in(key, 1))
-        start = jnp.uint32(0)
-        t0 = time.perf_counter()
-        lowered = jax.jit(self._rollout, donate_argnums=0).lower(
-            self.state, self.episode_key, start
-        )
-        self.compiled = lowered.compile()
-        compile_seconds = time.perf_counter() - t0
+        compile_seconds = self._compile(key)
         self.extra["state_bytes"] = tree_bytes(self.state)
         self.extra["program_bytes"] = _program_bytes(self.compiled)
-        self.run()  # warm-up call: first-touch allocation, thread pools
         return compile_seconds
-
-    def run(self) -> tuple[float, int]:
-        start = jnp.uint32(self.offset)
-        t0 = time.perf_counter()
-        self.state, ended = self.compiled(self.state, self.episode_key, start)
-        ended = int(np.sum(jax.block_until_ready(ended)))
-        jax.block_until_ready(self.state)
-        seconds = time.perf_counter() - t0
-        self.offset = (self.offset + self.steps) % 2**32
-        return seconds, ended
-
-    def close(self) -> None:
-        self.state = None

@@ -17,10 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_benchmarks import load
 
 import parallax
 from parallax import AutoResetWrapper, TimeLimit, VmapAutoResetWrapper, VmapWrapper
 from parallax.envs import GridWorld
+
+_computations = load("profile_step")._computations  # the profile's own reading of the HLO
 
 # one worker runs this file, so its module fixtures are built once per `make test`
 pytestmark = pytest.mark.xdist_group("autoreset_cost")
@@ -28,21 +31,6 @@ pytestmark = pytest.mark.xdist_group("autoreset_cost")
 N = 64  # the default budget is then N // 16 = 4 resets per step
 STEPS = 3
 _SKIP = {"get-tuple-element", "tuple", "parameter", "constant", "bitcast"}
-
-
-def _computations(hlo: str) -> dict[str, list[str]]:
-    comps: dict[str, list[str]] = {}
-    current = None
-    for line in hlo.split("\n"):
-        head = re.match(r"^(?:ENTRY )?%(\S+) \(", line)
-        if head:
-            current = head.group(1)
-            comps[current] = []
-        elif line.startswith("}"):
-            current = None
-        elif current is not None and line.strip():
-            comps[current].append(line)
-    return comps
 
 
 def no_reset_kernels(step: Any, state: Any, action: Any) -> tuple[Counter[str], Counter[str]]:
