@@ -159,50 +159,31 @@ def test_env_equals_sekai_step_by_step(setting: str, x64_on: None) -> None:
 BAD = [
     {"decision_interval": 0.0},
     {"decision_interval": float("nan")},
-    {"mid_price": 10},
-    {"levels": 0, "mid_price": 100},
-    {"max_quote_offset": 0},
-    {"order_size": 0},
-    {"max_inventory": 0},
-    {"max_trades": 0},
-    {"session_length": -1.0},
+    *cases.BAD_CORE_SETTINGS,
     {"session_length": float("inf")},
     {"inventory_penalty": -0.1},
     {"warmup": -1.0},
 ]
 
 
-@pytest.mark.parametrize(
-    "kwargs", BAD, ids=[f"{next(iter(k))}={next(iter(k.values()))}" for k in BAD]
-)
+@pytest.mark.parametrize("kwargs", BAD, ids=cases.setting_ids(BAD))
 def test_constructor_rejects_what_sekai_rejects(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError) as theirs:
-        lob_env.LimitOrderBookEnv(**kwargs)
-    with pytest.raises(ValueError) as ours:
-        LimitOrderBookEnv(**kwargs)
-    name = next(iter(kwargs))
-    assert name in str(ours.value) and name in str(theirs.value)
+    name, ours, theirs = cases.rejections(lob_env.LimitOrderBookEnv, LimitOrderBookEnv, kwargs)
+    assert name in ours and name in theirs
 
 
 def test_constructor_checks_our_own_arguments() -> None:
     with pytest.raises(TypeError, match=r"levels must be an int, got 2\.5"):
         LimitOrderBookEnv(levels=2.5)
-    with pytest.raises(TypeError, match="flow must be a FlowParams"):
-        LimitOrderBookEnv(flow={"cancel_rate": 1.0})
     with pytest.raises(ValueError, match="capacity must be >= 2, got 1"):
         LimitOrderBookEnv(capacity=1)
-    with pytest.raises(ValueError, match="max_events must be >= 1, got 0"):
-        LimitOrderBookEnv(max_events=0)
+    cases.assert_rejects_our_core_arguments(LimitOrderBookEnv)
 
 
 def test_defaults_and_spaces_are_sekais() -> None:
     ours, theirs = LimitOrderBookEnv(), lob_env.LimitOrderBookEnv()
     assert ours.n_steps == theirs.n_steps == 300
-    assert ours.inventory_penalty == theirs.core.inventory_penalty
-    for name in ("mid_price", "levels", "max_quote_offset", "order_size", "max_inventory"):
-        assert getattr(ours, name) == getattr(theirs.core, name), name
-    assert ours.session_length == theirs.core.session_length
-    assert ours.warmup == theirs.core.warmup and ours.max_trades == theirs.core.max_trades
+    cases.assert_core_defaults_are_sekais(ours, theirs.core)
     assert ours.action_space.nvec.tolist() == theirs.action_space.nvec.tolist()
     space = ours.observation_space.spaces
     assert space["book"].shape == theirs.observation_space["book"].shape
@@ -300,20 +281,16 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
         "volume_conserved",
         "wealth_identity",
     ]
-    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), states)
-    for name, fn in checks.items():
-        assert np.all(np.asarray(jax.vmap(fn)(flat))), name
+    cases.assert_invariants_hold(checks, states)
     one = jax.tree.map(lambda x: x[0, -1], states)
+    cases.assert_catch_broken_wealth_and_book(checks, one)
     es = one.env_state
-    bad_wealth, bad_book = cases.broken_wealth_and_book(one)
     bad_account = dataclasses.replace(
         one,
         env_state=dataclasses.replace(
             es, account=dataclasses.replace(es.account, inventory=es.account.inventory + 1)
         ),
     )
-    assert not bool(checks["wealth_identity"](bad_wealth))
-    assert not bool(checks["no_crossed_book"](bad_book))
     assert not bool(checks["volume_conserved"](bad_account))
 
 
@@ -324,14 +301,7 @@ def test_battery() -> None:
     it): the eager rollouts retrace and recompile the flow's loop at every step. The sweep
     has the rollouts' sizes (2 envs, 4 steps), so the battery may run both as one program.
     """
-    checks = [
-        "contract",
-        "structure_stable",
-        "jit_vmap_scan_agree",
-        "determinism",
-        "batch_independence",
-        "invariant_sweep",
-    ]  # the issue's list; each check compiles the env anew (about 12 s a program on CPU)
+    checks = cases.F32_CHECKS  # the issue's list; about 12 s a program on CPU
     outcomes = run_battery(
         lambda: LimitOrderBookEnv(**{**TINY, "session_length": 3.0}),
         num_steps=4,
@@ -341,27 +311,14 @@ def test_battery() -> None:
         # lax.while_loop would run as a Python loop of ~400 iterations per step
         options={"invariant_envs": 2, "invariant_steps": 4, "disable_jit": False},
     )
-    assert [o.check for o in outcomes] == [c for c in BATTERY_CHECKS if c in checks]
-    failed = [f"{o.check}: {o.message}" for o in outcomes if o.status != "pass"]
-    assert not failed, "\n\n".join(failed)
+    cases.assert_battery_passed(outcomes, checks)
 
 
 # -- the rest of the battery, in x64; the scripted policies ------------------------------------
 
-# the checks `test_battery` does not run, each with its status on this single-agent env, and
-# the contract and structure checks again in x64 (they read the eager rollout the
-# boundary-action and structured-space checks need anyway)
-X64_STATUSES = {
-    "contract": "pass",
-    "structure_stable": "pass",
-    "no_recompilation": "pass",
-    "matches_reference": "skip",  # no reference factory: the differential test is above
-    "marl_rules": "skip",  # a single-agent env
-    "boundary_actions": "pass",
-    "auto_reset": "pass",
-    "scripted_policies": "pass",
-    "structured_spaces": "pass",  # the observation is a Dict
-}
+# the checks `test_battery` does not run, each with its status on this single-agent env (the
+# differential test is above; `marl_rules` skips a single-agent env)
+X64_STATUSES = cases.x64_statuses(marl_rules="skip")
 # a 3-step session inside 4-step rollouts: the session's own termination ends each episode
 # under the auto-reset (its TimeLimit, 8, is longer than the rollouts)
 X64_ENV = {**TINY, "session_length": 3.0}
@@ -370,19 +327,15 @@ X64_ENV = {**TINY, "session_length": 3.0}
 @pytest.fixture(scope="module")
 def battery_x64() -> dict[str, Any]:
     """The checks `test_battery` leaves out, run once, under x64."""
-    return cases.battery_in_x64(
-        lambda: LimitOrderBookEnv(**X64_ENV),
-        list(X64_STATUSES),
-        {"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2},
-    )
+    options = {"disable_jit": False, "autoreset_max_steps": 8, "scripted_keys": 2}
+    return cases.battery_in_x64(lambda: LimitOrderBookEnv(**X64_ENV), X64_STATUSES, options)
 
 
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     """The invariants hold on the float32 states with x64 on (the battery's x64 run has no
     sweep: each is traced under x64 and strict promotion, where an int64 index once broke
     `trade_log_consistent`)."""
-    env, _, states = tiny_rollout
-    cases.assert_invariants_hold_in_x64(env, states)
+    cases.assert_invariants_hold_in_x64(tiny_rollout)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
@@ -408,12 +361,8 @@ class PhantomFill(LimitOrderBookEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, account=account))
 
 
-NoLimit = cases.without_inventory_limit(LimitOrderBookEnv)
-
-
 @pytest.mark.parametrize(
-    ("broken", "policy"),
-    [(PhantomFill, "never_quote_stays_flat"), (NoLimit, "market_buy_stops_at_the_limit")],
+    ("broken", "policy"), cases.broken_env_cases(PhantomFill, LimitOrderBookEnv)
 )
 def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None:
     """Each policy's outcome fails on an env that breaks the rule it states (float32, the

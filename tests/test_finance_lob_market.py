@@ -33,10 +33,7 @@ from parallax.finance._lob import (
     default_max_events,
 )
 from parallax.rng import reference
-from parallax.testing import (
-    BATTERY_CHECKS,
-    run_battery,
-)
+from parallax.testing import BATTERY_CHECKS, run_battery
 
 lob_env = pytest.importorskip("sekai.envs.finance.lob_env")
 lob = pytest.importorskip("sekai.finance.lob")
@@ -228,41 +225,28 @@ BAD = [
     {"jitter": 1.0},
     {"jitter": -0.1},
     {"jitter": float("nan")},
-    {"mid_price": 10},
-    {"levels": 0, "mid_price": 100},
-    {"max_quote_offset": 0},
-    {"order_size": 0},
-    {"max_inventory": 0},
-    {"max_trades": 0},
-    {"session_length": -1.0},
+    *cases.BAD_CORE_SETTINGS,
     {"inventory_penalty": -0.1},
     {"warmup": -1.0},
 ]
 
 
-@pytest.mark.parametrize(
-    "kwargs", BAD, ids=[f"{k}={v}" for d in BAD for k, v in [next(iter(d.items()))]]
-)
+@pytest.mark.parametrize("kwargs", BAD, ids=cases.setting_ids(BAD))
 def test_constructor_rejects_what_sekai_rejects(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError) as theirs:
-        lob_env.LimitOrderBookMarket(**kwargs)
-    with pytest.raises(ValueError) as ours:
-        LimitOrderBookMarketEnv(**kwargs)
-    name = next(iter(kwargs))
-    assert name in str(ours.value), str(ours.value)
+    name, ours, theirs = cases.rejections(
+        lob_env.LimitOrderBookMarket, LimitOrderBookMarketEnv, kwargs
+    )
+    assert name in ours, ours
     if name != "decision_intervals":  # sekai's wrong-length error is numpy's broadcast error
-        assert name in str(theirs.value), str(theirs.value)
+        assert name in theirs, theirs
 
 
 def test_constructor_checks_our_own_arguments() -> None:
     with pytest.raises(TypeError, match=r"n_agents must be an int, got 2\.5"):
         LimitOrderBookMarketEnv(2.5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="flow must be a FlowParams"):
-        LimitOrderBookMarketEnv(flow={"cancel_rate": 1.0})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"capacity must be >= 2 \+ 2 \* n_agents = 8, got 4"):
         LimitOrderBookMarketEnv(3, capacity=4)
-    with pytest.raises(ValueError, match="max_events must be >= 1, got 0"):
-        LimitOrderBookMarketEnv(max_events=0)
+    cases.assert_rejects_our_core_arguments(LimitOrderBookMarketEnv)
 
 
 def test_defaults_and_spaces_are_sekais() -> None:
@@ -270,11 +254,7 @@ def test_defaults_and_spaces_are_sekais() -> None:
     assert ours.num_agents == len(theirs.possible_agents) == 2
     assert list(ours.decision_intervals) == theirs.intervals.tolist()
     assert ours.jitter == theirs.jitter
-    assert ours.inventory_penalty == theirs.core.inventory_penalty
-    for name in ("mid_price", "levels", "max_quote_offset", "order_size", "max_inventory"):
-        assert getattr(ours, name) == getattr(theirs.core, name), name
-    assert ours.session_length == theirs.core.session_length
-    assert ours.warmup == theirs.core.warmup and ours.max_trades == theirs.core.max_trades
+    cases.assert_core_defaults_are_sekais(ours, theirs.core)
     space = theirs.action_spaces["trader_0"]
     assert ours.action_space.shape == (2, 3)
     assert ours.action_space.nvec.tolist() == [space.nvec.tolist()] * 2
@@ -343,17 +323,13 @@ def test_vmap_equals_single_envs(tiny_rollout: Any) -> None:
 def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
     env, _, states = tiny_rollout
     checks = env.invariants
-    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), states)
-    for name, fn in checks.items():
-        assert np.all(np.asarray(jax.vmap(fn)(flat))), name
+    flat = cases.assert_invariants_hold(checks, states)
     one = jax.tree.map(lambda x: x[0, -1], states)
+    cases.assert_catch_broken_wealth_and_book(checks, one)
     es = one.env_state
-    bad_wealth, bad_book = cases.broken_wealth_and_book(one)
     accounts = es.accounts
     bad_accounts = dataclasses.replace(accounts, inventory=accounts.inventory.at[1].add(1))
     bad_volume = dataclasses.replace(one, env_state=dataclasses.replace(es, accounts=bad_accounts))
-    assert not bool(checks["wealth_identity"](bad_wealth))
-    assert not bool(checks["no_crossed_book"](bad_book))
     assert not bool(checks["volume_conserved"](bad_volume))
     waiting = np.argwhere(~np.asarray(flat.agents.active))[0]  # (state, slot) of a waiter
     state = jax.tree.map(lambda x: x[waiting[0]], flat)
@@ -419,26 +395,15 @@ def test_check_marl_env_passes(battery: dict[str, Any]) -> None:
 
 def test_battery_in_float32_passes(battery: dict[str, Any]) -> None:
     """Every float32 check passes, in the battery's order."""
-    assert list(battery) == [c for c in BATTERY_CHECKS if c in F32_CHECKS]
-    failed = [f"{o.check}: {o.message}" for o in battery.values() if o.status not in ("pass",)]
-    assert not failed, "\n\n".join(failed)
+    cases.assert_battery_passed(list(battery.values()), F32_CHECKS)
 
 
 # -- the rest of the battery, in x64; the scripted policies ------------------------------------
 
-# the checks the `battery` fixture does not run, each with its status on this MARL env, and
-# the contract check again in x64 (it reads the eager rollout the boundary-action and
-# structured-space checks need anyway)
-X64_STATUSES = {
-    "contract": "pass",
-    "structure_stable": "pass",
-    "no_recompilation": "pass",
-    "matches_reference": "skip",  # no reference factory: the differential test is above
-    "boundary_actions": "pass",
-    "auto_reset": "pass",
-    "scripted_policies": "pass",  # the scripted check runs MARL envs (MARLState.done)
-    "structured_spaces": "pass",  # a Dict observation; the Gymnasium export is single-agent
-}
+# the checks the `battery` fixture does not run, each with its status on this MARL env (the
+# differential test is above; the Gymnasium export of `structured_spaces` is single-agent);
+# `marl_rules` runs in float32
+X64_STATUSES = cases.x64_statuses(marl_rules=None)
 # a 3-unit session: at least 3 steps (trader 0 waits at most 1.3), so the auto-reset's
 # TimeLimit of 3 ends every episode at step 3 of the 4-step rollouts
 X64_ENV = {**TINY, "session_length": 3.0}
@@ -447,18 +412,14 @@ X64_ENV = {**TINY, "session_length": 3.0}
 @pytest.fixture(scope="module")
 def battery_x64() -> dict[str, Any]:
     """The checks the `battery` fixture leaves out, run once, under x64."""
-    return cases.battery_in_x64(
-        lambda: LimitOrderBookMarketEnv(**X64_ENV),
-        list(X64_STATUSES),
-        {"disable_jit": False, "scripted_keys": 2},
-    )
+    options = {"disable_jit": False, "scripted_keys": 2}
+    return cases.battery_in_x64(lambda: LimitOrderBookMarketEnv(**X64_ENV), X64_STATUSES, options)
 
 
 def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     """The invariants hold on the float32 states with x64 on (traced under x64 and strict
     promotion, as the battery's x64 run would sweep them)."""
-    env, _, states = tiny_rollout
-    cases.assert_invariants_hold_in_x64(env, states)
+    cases.assert_invariants_hold_in_x64(tiny_rollout)
 
 
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
@@ -485,12 +446,8 @@ class PhantomFill(LimitOrderBookMarketEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, accounts=accounts))
 
 
-NoLimit = cases.without_inventory_limit(LimitOrderBookMarketEnv)
-
-
 @pytest.mark.parametrize(
-    ("broken", "policy"),
-    [(PhantomFill, "never_quote_stays_flat"), (NoLimit, "market_buy_stops_at_the_limit")],
+    ("broken", "policy"), cases.broken_env_cases(PhantomFill, LimitOrderBookMarketEnv)
 )
 def test_scripted_policies_catch_a_broken_env(broken: type, policy: str) -> None:
     """Each policy's outcome fails on a market that breaks the rule it states (float32, the

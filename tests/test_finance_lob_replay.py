@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+import _lob_cases as cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,7 +34,7 @@ from parallax.finance._lob._book_queries import depth_levels
 from parallax.finance._lob._decision import AGENT
 from parallax.finance._lob._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
 from parallax.finance.lob import CANCEL, DELETE, EXECUTE, SUBMIT, load_lobster
-from parallax.testing import BATTERY_CHECKS, run_battery
+from parallax.testing import run_battery
 
 LEVELS = 12  # the generator's prices span fewer levels a side: every snapshot is complete
 STEPS = 50
@@ -356,15 +357,7 @@ def test_registered_and_exported():
 # message loop, the checks of its own invariants and scripts (each check compiles anew)
 CHECKS = {
     "replay": ["contract", "determinism", "invariant_sweep", "scripted_policies"],
-    "execution": [
-        "contract",
-        "structure_stable",
-        "jit_vmap_scan_agree",
-        "determinism",
-        "batch_independence",
-        "invariant_sweep",
-        "scripted_policies",
-    ],
+    "execution": [*cases.F32_CHECKS, "scripted_policies"],
 }
 
 
@@ -389,9 +382,7 @@ def test_battery(data, kind):
             "scripted_keys": 2,
         },
     )
-    assert [o.check for o in outcomes] == [c for c in BATTERY_CHECKS if c in CHECKS[kind]]
-    failed = [f"{o.check}: {o.message}" for o in outcomes if o.status != "pass"]
-    assert not failed, "\n\n".join(failed)
+    cases.assert_battery_passed(outcomes, CHECKS[kind])
 
 
 def test_each_invariant_catches_a_broken_state(execution):

@@ -140,13 +140,20 @@ MESSAGE_ERRORS = {
 }
 
 
+def _error(tmp_path, messages, book, file, why):
+    """The message of the `ValueError` that loading `messages` and `book` raises; it names
+    `file` and says `why`."""
+    with pytest.raises(ValueError) as info:
+        _load(tmp_path, messages, book)
+    text = str(info.value)
+    assert str(tmp_path / file) in text and why in text, text
+    return text
+
+
 @pytest.mark.parametrize("case", MESSAGE_ERRORS)
 def test_message_file_errors_name_file_line_and_column(tmp_path, case):
     messages, line, column, why = MESSAGE_ERRORS[case]
-    with pytest.raises(ValueError) as info:
-        _load(tmp_path, messages, GOOD_BOOK)
-    text = str(info.value)
-    assert str(tmp_path / "msg.csv") in text and why in text, text
+    text = _error(tmp_path, messages, GOOD_BOOK, "msg.csv", why)
     if column is None:
         assert re.search(rf"lines? {line}\b", text), text
     else:
@@ -168,10 +175,7 @@ BOOK_ERRORS = {
 @pytest.mark.parametrize("case", BOOK_ERRORS)
 def test_orderbook_file_errors_name_file_line_and_column(tmp_path, case):
     book, line, column, why = BOOK_ERRORS[case]
-    with pytest.raises(ValueError) as info:
-        _load(tmp_path, GOOD_MESSAGES, book)
-    text = str(info.value)
-    assert str(tmp_path / "book.csv") in text and why in text, text
+    text = _error(tmp_path, GOOD_MESSAGES, book, "book.csv", why)
     at = f"line {line}" if column is None else f"line {line}, column {column} "
     assert at in text, text
 

@@ -186,6 +186,13 @@ def empty_book(capacity: int) -> Book:
     )
 
 
+def stacked_sides(bid: Any, ask: Any) -> dict[str, jax.Array]:
+    """A book's per-slot fields from its two sides' `(price, size, owner, seq, valid)` (one
+    array each, `(capacity,)`): each field stacked bid first, `(2, capacity)`, by name."""
+    names = ("price", "size", "owner", "seq", "valid")
+    return {n: jnp.stack([b, a]) for n, b, a in zip(names, bid, ask, strict=True)}
+
+
 def _row(side: jax.Array) -> jax.Array:
     """The array row of a side code: 0 for `BID`, 1 for `ASK`."""
     return (side < 0).astype(jnp.int32)

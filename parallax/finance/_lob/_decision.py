@@ -50,6 +50,7 @@ __all__ = [
     "empty_log",
     "log_flow_trades",
     "log_trades",
+    "market_intent",
     "new_account",
     "ordered_trades",
     "quote_plan",
@@ -390,6 +391,19 @@ def allowed_levels(
     return jnp.where(i == 0, allowed.astype(levels.dtype), levels)
 
 
+def market_intent(
+    book: Book, own: Account, market: Any, q: Any, max_inventory: int
+) -> tuple[Book, jax.Array, jax.Array]:
+    """Whether a trader's market order (`market`, `own` its account) buys or sells `q` lots,
+    as the inventory limit allows, and the book with its own resting ask cancelled before a
+    buy, its bid before a sell (self-trade prevention)."""
+    do_buy = (market == BUY) & (own.inventory + q <= max_inventory)
+    do_sell = (market == SELL) & (own.inventory - q >= -max_inventory)
+    book, _ = cancel(book, jnp.where(do_buy, own.ask_id, 0))
+    book, _ = cancel(book, jnp.where(do_sell, own.bid_id, 0))
+    return book, do_buy, do_sell
+
+
 def apply_decision(
     book: Book,
     account: Account,
@@ -412,10 +426,7 @@ def apply_decision(
     """
     bid_level, ask_level, market = action[0], action[1], action[2]
     q = order_size
-    do_buy = (market == BUY) & (account.inventory + q <= max_inventory)
-    do_sell = (market == SELL) & (account.inventory - q >= -max_inventory)
-    book, _ = cancel(book, jnp.where(do_buy, account.ask_id, 0))  # self-trade prevention
-    book, _ = cancel(book, jnp.where(do_sell, account.bid_id, 0))
+    book, do_buy, do_sell = market_intent(book, account, market, q, max_inventory)
     account = dataclasses.replace(
         account,
         ask_id=jnp.where(do_buy, 0, account.ask_id),

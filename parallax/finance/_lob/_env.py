@@ -6,6 +6,8 @@
   pytree that `reset`/`step` accept per call.
 - `LimitOrderBookState`: the raw state (the book, the agent's account, the trade log).
 - `LimitOrderBookEnvState`: the `State` subclass it returns, with the `action_mask`.
+- `BookEnv`: the settings and the reset's warm-up it shares with the market env.
+- `QuotingEnv`: its decision, masks and state, which `LimitOrderBookReplay-v0` shares.
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ from ._decision import (
     wealth_change,
 )
 from ._flow import run_flow, warm_up
-from ._flow_bounds import default_capacity, default_max_events
 from ._flow_draws import FLOW_SLOTS
 from ._flow_params import FlowParams
 from ._obs import observation_space, observe
+from ._settings import BookSettings, book_settings
 
 __all__ = [
     "LimitOrderBookEnv",
@@ -107,119 +109,9 @@ class LimitOrderBookEnvState(State):
     action_mask: tuple[Array, Array, Array]
 
 
-def _static_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    return int(value)
-
-
-class BookSettings:
-    """The settings both limit order book envs share, validated in sekai's order.
-
-    `_init_book_settings` checks them (naming the parameter, the value and the allowed
-    range) and sets them as attributes; each env checks its own settings before.
-    """
-
-    params: LimitOrderBookParams
-    mid_price: int
-    session_length: float
-    levels: int
-    max_quote_offset: int
-    order_size: int
-    max_inventory: int
-    max_trades: int
-    warmup: float
-    capacity: int
-    max_events: int
-    warmup_max_events: int
-
-    def _init_book_settings(
-        self,
-        *,
-        flow: FlowParams | None,
-        mid_price: int,
-        session_length: float,
-        levels: int,
-        max_quote_offset: int,
-        order_size: int,
-        max_inventory: int,
-        inventory_penalty: float,
-        max_trades: int,
-        warmup: float,
-        capacity: int | None,
-        max_events: int | None,
-        min_capacity: int,
-        capacity_rule: str,
-        reserved: int,
-        flow_interval: float,
-        interval_within_session: bool = False,
-    ) -> None:
-        """Validate and set the shared settings.
-
-        `capacity` must be at least `min_capacity` (`capacity_rule` says why, in the error);
-        `None` derives it from the flow (`default_capacity` over the warm-up and the session,
-        `reserved` slots a side kept for the agents' orders);
-        `max_events` defaults to what the flow needs for an interval of `flow_interval` (at
-        most the session's length if `interval_within_session`).
-        """
-        ints = {
-            name: _static_int(name, value)
-            for name, value in (
-                ("mid_price", mid_price),
-                ("levels", levels),
-                ("max_quote_offset", max_quote_offset),
-                ("order_size", order_size),
-                ("max_inventory", max_inventory),
-                ("max_trades", max_trades),
-                *(() if capacity is None else (("capacity", capacity),)),
-            )
-        }
-        room = 2 * (ints["max_quote_offset"] + ints["levels"])
-        if ints["mid_price"] < room:
-            raise ValueError(
-                "mid_price must leave room for the quotes: mid_price >= 2 * (max_quote_offset "
-                f"+ levels) = {room}, got {mid_price!r}"
-            )
-        for name in ("levels", "max_quote_offset", "order_size", "max_inventory", "max_trades"):
-            if ints[name] < 1:
-                raise ValueError(f"{name} must be >= 1, got {ints[name]}")
-        length = finite_number("session_length", session_length, ">0")
-        penalty = finite_number("inventory_penalty", inventory_penalty, ">=0")
-        warm = finite_number("warmup", warmup, ">=0")
-        if capacity is not None and ints["capacity"] < min_capacity:
-            raise ValueError(f"capacity must be >= {capacity_rule}, got {capacity!r}")
-        if ints["mid_price"] > 2**29 or ints["order_size"] * ints["max_inventory"] > 2**24:
-            raise ValueError(
-                "mid_price must be <= 2**29 and order_size * max_inventory <= 2**24 (int32 "
-                f"ticks), got mid_price={mid_price!r}, order_size={order_size!r}, "
-                f"max_inventory={max_inventory!r}"
-            )
-        if flow is None:
-            flow = FlowParams()
-        if not isinstance(flow, FlowParams):
-            raise TypeError(f"flow must be a FlowParams or None, got {type(flow).__name__}")
-        if capacity is None:
-            derived = default_capacity(flow, warm + length, reserved=reserved)
-            ints["capacity"] = max(derived, min_capacity)
-        if max_events is None:
-            longest = min(flow_interval, length) if interval_within_session else flow_interval
-            events = default_max_events(flow, longest, ints["capacity"])
-        else:
-            events = _static_int("max_events", max_events)
-            if events < 1:
-                raise ValueError(f"max_events must be >= 1, got {events}")
-        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
-        self.mid_price = ints["mid_price"]
-        self.session_length = length
-        self.levels = ints["levels"]
-        self.max_quote_offset = ints["max_quote_offset"]
-        self.order_size = ints["order_size"]
-        self.max_inventory = ints["max_inventory"]
-        self.max_trades = ints["max_trades"]
-        self.warmup = warm
-        self.capacity = ints["capacity"]
-        self.max_events = events
-        self.warmup_max_events = default_max_events(flow, max(warm, 1e-9), ints["capacity"])
+class BookEnv(BookSettings):
+    """`BookSettings` and the opening of a reset, which both book envs share (the flow's
+    `warm_up` is looked up in this module: a benchmark records its stats here)."""
 
     def _warm_up(
         self, key: PRNGKeyArray, params: LimitOrderBookParams | None
@@ -246,7 +138,66 @@ class BookSettings:
         return ek, book, book.overflow | stats.truncated
 
 
-class LimitOrderBookEnv(BookSettings, FinanceEnv):
+class QuotingEnv:
+    """`LimitOrderBook-v0`'s decision, which `LimitOrderBookReplay-v0` makes too: the action
+    clipped into `MultiDiscrete([K + 1, K + 1, 3])` and carried out, its masks, and the
+    `LimitOrderBookEnvState` both return."""
+
+    max_quote_offset: int
+    order_size: int
+    max_inventory: int
+
+    def action_mask(self, state: LimitOrderBookEnvState) -> tuple[Array, Array, Array]:
+        """sekai's per-dimension masks (bool): no buying at the long limit, no selling at the
+        short one (level 0 and holding are always allowed)."""
+        return self._mask(state.env_state.account)
+
+    def _mask(self, account: Account) -> tuple[Array, Array, Array]:
+        return decision_masks(account, self.order_size, self.max_inventory, self.max_quote_offset)
+
+    def _decide(
+        self, book: Book, account: Account, trades: TradeLog, action: ArrayLike, mid_price: Any
+    ) -> tuple[Book, Account, TradeLog, Array]:
+        """Clip `action` into the space and carry it out (`apply_decision`, `mid_price` the
+        reference of an empty book): the book, account and trades after it, and its fills."""
+        a = jnp.asarray(action).reshape(3).astype(jnp.int32)
+        k = self.max_quote_offset
+        a = jnp.clip(a, 0, jnp.array([k, k, 2], jnp.int32))
+        return apply_decision(
+            book,
+            account,
+            trades,
+            a,
+            order_size=self.order_size,
+            max_inventory=self.max_inventory,
+            mid_price=mid_price,
+        )
+
+    def _quote_state(
+        self,
+        env_state: Any,
+        observation: dict[str, Any],
+        reward: Array,
+        terminated: Any,
+        info: dict[str, Any],
+        k: Array,
+        key: PRNGKeyArray,
+    ) -> LimitOrderBookEnvState:
+        """The state after `k` steps, never truncated, with the masks of `env_state.account`."""
+        return LimitOrderBookEnvState(
+            env_state=env_state,
+            observation=observation,
+            reward=jnp.asarray(reward, float_dtype()),
+            termination=jnp.asarray(terminated),
+            truncation=jnp.bool_(False),
+            info=info,
+            step_count=k,
+            key=key,
+            action_mask=self._mask(env_state.account),
+        )
+
+
+class LimitOrderBookEnv(QuotingEnv, BookEnv, FinanceEnv):
     """Make markets or trade in a simulated limit order book, against background order flow.
 
     sekai 0.2.0's `LimitOrderBook-v0` on the array book (`parallax.finance._lob`). Every
@@ -360,24 +311,14 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
     ) -> None:
         # sekai's order: decision_interval, then the core's checks
         interval = finite_number("decision_interval", decision_interval, ">0")
-        self._init_book_settings(
-            flow=flow,
-            mid_price=mid_price,
-            session_length=session_length,
-            levels=levels,
-            max_quote_offset=max_quote_offset,
-            order_size=order_size,
-            max_inventory=max_inventory,
-            inventory_penalty=inventory_penalty,
-            max_trades=max_trades,
-            warmup=warmup,
-            capacity=capacity,
-            max_events=max_events,
+        flow, penalty = self._init_book_settings(
+            **book_settings(locals()),
             min_capacity=2,
             capacity_rule="2",
             reserved=1,
             flow_interval=interval,
         )
+        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
         self.decision_interval = interval
         length, warm = self.session_length, self.warmup
         self.n_steps = int(np.ceil(length / interval - 1e-9))
@@ -397,6 +338,14 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         self.action_space = spaces.MultiDiscrete(np.array([k, k, 3]))
         self.observation_space = observation_space(self.levels, self.max_trades)
         self._built = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(session_length={self.session_length}, "
+            f"decision_interval={self.decision_interval}, levels={self.levels}, "
+            f"max_quote_offset={self.max_quote_offset}, capacity={self.capacity}, "
+            f"params={self.params})"
+        )
 
     # -- parameters ------------------------------------------------------------------------
     def _params(self, params: LimitOrderBookParams | None) -> LimitOrderBookParams:
@@ -466,19 +415,10 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         p = self._params(params)
         fdt = float_dtype()
         es: LimitOrderBookState = state.env_state
-        a = jnp.asarray(action).reshape(3).astype(jnp.int32)
-        high = jnp.array([self.max_quote_offset, self.max_quote_offset, 2], jnp.int32)
-        a = jnp.clip(a, 0, high)
         mid2_before = book_mid2(es.book, self.mid_price)
         before = es.account
-        book, account, trades, n_fills = apply_decision(
-            es.book,
-            es.account,
-            es.trades,
-            a,
-            order_size=self.order_size,
-            max_inventory=self.max_inventory,
-            mid_price=self.mid_price,
+        book, account, trades, n_fills = self._decide(
+            es.book, es.account, es.trades, action, self.mid_price
         )
         k = state.step_count + 1
         start = self._clock(state.step_count, fdt)
@@ -527,14 +467,6 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
         # not (sekai's sum, then its difference from the start, are rounded separately)
         return opaque(jnp.asarray(self.warmup, fdt) + opaque(offset))
 
-    def action_mask(self, state: LimitOrderBookEnvState) -> tuple[Array, Array, Array]:
-        """sekai's per-dimension masks (bool): no buying at the long limit, no selling at the
-        short one (level 0 and holding are always allowed)."""
-        return self._mask(state.env_state.account)
-
-    def _mask(self, account: Account) -> tuple[Array, Array, Array]:
-        return decision_masks(account, self.order_size, self.max_inventory, self.max_quote_offset)
-
     def _observe(self, env_state: LimitOrderBookState, k: Array, fdt: Any) -> dict[str, Any]:
         left = jnp.asarray(self._time_left)[jnp.minimum(k, self.n_steps)].astype(fdt)
         return observe(
@@ -559,30 +491,12 @@ class LimitOrderBookEnv(BookSettings, FinanceEnv):
     ) -> LimitOrderBookEnvState:
         """The state after `k` decisions; one builder for reset and step."""
         fdt = float_dtype()
-        account = env_state.account
         info = {
             "timestamp": self._clock(k, fdt) - jnp.asarray(self.warmup, fdt),
             "dt": jnp.asarray(dt, fdt),
-            **account_info(env_state.book, account, self.mid_price, fdt),
+            **account_info(env_state.book, env_state.account, self.mid_price, fdt),
             "fills": jnp.asarray(n_fills, jnp.int32),
             "overflow": env_state.overflow,
         }
-        return LimitOrderBookEnvState(
-            env_state=env_state,
-            observation=self._observe(env_state, k, fdt),
-            reward=jnp.asarray(reward, fdt),
-            termination=jnp.asarray(terminated),
-            truncation=jnp.bool_(False),
-            info=info,
-            step_count=k,
-            key=key,
-            action_mask=self._mask(account),
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(session_length={self.session_length}, "
-            f"decision_interval={self.decision_interval}, levels={self.levels}, "
-            f"max_quote_offset={self.max_quote_offset}, capacity={self.capacity}, "
-            f"params={self.params})"
-        )
+        observation = self._observe(env_state, k, fdt)
+        return self._quote_state(env_state, observation, reward, terminated, info, k, key)

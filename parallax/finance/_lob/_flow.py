@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._book import BACKGROUND, Book, empty_book
+from ._book import BACKGROUND, Book, empty_book, stacked_sides
 from ._flow_bounds import _SEED_LEVELS, _SEED_ORDERS_PER_LEVEL
 from ._flow_draws import FLOW_SLOTS, _flow_draw, _size_from_uniform
 from ._flow_iterate import _iterate
@@ -93,14 +93,9 @@ def initialise(
 
     bid = side(jnp.maximum(mid - distance, 1), sizes[:, 0], 2 * j + 1)
     ask = side(mid + distance, sizes[:, 1], 2 * j + 2)
-    price, size, owner, seq, valid = (jnp.stack([b, a]) for b, a in zip(bid, ask, strict=True))
     return dataclasses.replace(
         book,
-        price=price,
-        size=size,
-        owner=owner,
-        seq=seq,
-        valid=valid,
+        **stacked_sides(bid, ask),
         next_id=jnp.asarray(2 * n + 1, jnp.int32),
         last_price=mid,
         overflow=jnp.asarray(n > capacity),

@@ -6,6 +6,8 @@
 - `lob_scripted_policies(env)`: two scripted policies with their exact outcomes, the form
   of `parallax.finance._invariants.scripted_policies_for`, which returns them for the env
   (the battery's `scripted_policies` check finds them there).
+- `scripted_policy`, `quote_policies`: one such policy that sends a fixed action, and the
+  two of both book envs (`LimitOrderBook-v0` and its market) from their outcomes.
 
 Each function reads only the `State` it is given and the env's static configuration, so it
 runs under `jit` and `vmap`. The wealth identity allows relative `1e-5` of the magnitudes
@@ -23,6 +25,42 @@ import numpy as np
 __all__ = ["lob_invariants", "lob_scripted_policies"]
 
 _ONE_STEP = 1e-5
+
+
+def scripted_policy(
+    action: Any, expect: Any, measure: Any, num_steps: int, description: str
+) -> dict[str, Any]:
+    """A scripted policy that sends `action` at every step, for `num_steps` steps; `expect`
+    and `measure` read its trajectory."""
+    return {
+        "policy": lambda key, state: jnp.asarray(action),
+        "expect": expect,
+        "measure": measure,
+        "num_steps": num_steps,
+        "description": description,
+    }
+
+
+def quote_policies(
+    hold: Any,
+    buy: Any,
+    expect: tuple[Any, Any],
+    measure: Any,
+    num_steps: int,
+    descriptions: tuple[str, str],
+) -> dict[str, dict[str, Any]]:
+    """The book envs' `never_quote_stays_flat` (`hold` at every step) and
+    `market_buy_stops_at_the_limit` (`buy`), with their `expect` and `descriptions` in that
+    order and one `measure` (the inventory)."""
+    never_quote, market_buy = expect
+    return {
+        "never_quote_stays_flat": scripted_policy(
+            hold, never_quote, measure, num_steps, descriptions[0]
+        ),
+        "market_buy_stops_at_the_limit": scripted_policy(
+            buy, market_buy, measure, num_steps, descriptions[1]
+        ),
+    }
 
 
 def lob_invariants(env: Any) -> dict[str, Callable[[Any], Any]]:
@@ -183,22 +221,18 @@ def lob_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
         per_step = _buy_steps(account, states.action_mask[2], size)
         return jnp.concatenate([per_state, per_step])
 
-    return {
-        "never_quote_stays_flat": {
-            "policy": lambda key, state: jnp.asarray(hold),
-            "expect": never_quote,
-            "measure": lambda traj: traj.states.env_state.account.inventory,
-            "num_steps": steps,
-            "description": "never quoting nor trading ([0, 0, 1]): no order of the agent "
-            "rests, no fill; inventory, cash, fills, wealth and reward stay exactly 0",
-        },
-        "market_buy_stops_at_the_limit": {
-            "policy": lambda key, state: jnp.asarray(buy),
-            "expect": market_buy,
-            "measure": lambda traj: traj.states.env_state.account.inventory,
-            "num_steps": steps,
-            "description": "a market buy every step ([0, 0, 2]): each step adds 0 to "
-            "order_size lots and pays for them, nothing is sold, the inventory never exceeds "
-            "max_inventory and the mask forbids buying exactly at the limit",
-        },
-    }
+    descriptions = (
+        "never quoting nor trading ([0, 0, 1]): no order of the agent rests, no fill; "
+        "inventory, cash, fills, wealth and reward stay exactly 0",
+        "a market buy every step ([0, 0, 2]): each step adds 0 to order_size lots and pays "
+        "for them, nothing is sold, the inventory never exceeds max_inventory and the mask "
+        "forbids buying exactly at the limit",
+    )
+    return quote_policies(
+        hold,
+        buy,
+        (never_quote, market_buy),
+        lambda traj: traj.states.env_state.account.inventory,
+        steps,
+        descriptions,
+    )

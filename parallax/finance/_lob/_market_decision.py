@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._book import ASK, BID, Book, _sums, cancel
+from ._book import ASK, BID, Book, _sums
 from ._decision import (
     Account,
     Executions,
@@ -30,11 +30,10 @@ from ._decision import (
     credit,
     decision_order,
     log_trades,
+    market_intent,
 )
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
-
-SELL, HOLD, BUY = 0, 1, 2
 
 
 def new_accounts(num_agents: int) -> Account:
@@ -125,10 +124,7 @@ def apply_trader_decision(
         return jax.tree.map(lambda x: x[owner], accounts)
 
     own = mine(accounts)
-    do_buy = (market == BUY) & (own.inventory + q <= max_inventory)
-    do_sell = (market == SELL) & (own.inventory - q >= -max_inventory)
-    book, _ = cancel(book, jnp.where(do_buy, own.ask_id, 0))  # self-trade prevention
-    book, _ = cancel(book, jnp.where(do_sell, own.bid_id, 0))
+    book, do_buy, do_sell = market_intent(book, own, market, q, max_inventory)
     accounts = dataclasses.replace(
         accounts,
         ask_id=accounts.ask_id.at[owner].set(jnp.where(do_buy, 0, own.ask_id)),

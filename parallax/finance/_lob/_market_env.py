@@ -34,13 +34,14 @@ from ._decision import (
     log_flow_trades,
     wealth_change,
 )
-from ._env import BookSettings, LimitOrderBookParams, _static_int
+from ._env import BookEnv, LimitOrderBookParams
 from ._flow import run_flow
 from ._flow_draws import FLOW_SLOTS
 from ._flow_params import FlowParams
 from ._market_clock import divide, due, schedule
 from ._market_decision import apply_trader_decision, new_accounts
 from ._obs import agent_row, observation_space, shared_rows
+from ._settings import _static_int, book_settings
 
 __all__ = ["MARKET_SLOTS", "LimitOrderBookMarketEnv", "LimitOrderBookMarketState"]
 
@@ -82,7 +83,7 @@ class LimitOrderBookMarketState:
     overflow: Array
 
 
-class LimitOrderBookMarketEnv(BookSettings):
+class LimitOrderBookMarketEnv(BookEnv):
     """Several RL traders in one limit order book, each deciding on its own clock.
 
     sekai 0.2.0's `LimitOrderBookMarket` on the array book. Trader `i` (slot `i`, owner id
@@ -175,25 +176,15 @@ class LimitOrderBookMarketEnv(BookSettings):
         jit_ = finite_number("jitter", jitter)
         if not 0.0 <= jit_ < 1.0:
             raise ValueError(f"jitter must be in [0, 1), got {jitter!r}")
-        self._init_book_settings(
-            flow=flow,
-            mid_price=mid_price,
-            session_length=session_length,
-            levels=levels,
-            max_quote_offset=max_quote_offset,
-            order_size=order_size,
-            max_inventory=max_inventory,
-            inventory_penalty=inventory_penalty,
-            max_trades=max_trades,
-            warmup=warmup,
-            capacity=capacity,
-            max_events=max_events,
+        flow, penalty = self._init_book_settings(
+            **book_settings(locals()),
             min_capacity=2 + 2 * agents,
             capacity_rule=f"2 + 2 * n_agents = {2 + 2 * agents}",
             reserved=agents,
             flow_interval=float(np.max(intervals)) * (1.0 + jit_),
             interval_within_session=True,
         )
+        self.params = LimitOrderBookParams(flow=flow, inventory_penalty=penalty)
         self.num_agents = agents
         self.decision_intervals = tuple(float(x) for x in np.broadcast_to(intervals, (agents,)))
         self.jitter = jit_
@@ -202,6 +193,14 @@ class LimitOrderBookMarketEnv(BookSettings):
         per_agent_observation = observation_space(self.levels, self.max_trades)
         self.action_space = spaces.stack_space(per_agent_action, agents)
         self.observation_space = spaces.stack_space(per_agent_observation, agents)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(n_agents={self.num_agents}, "
+            f"decision_intervals={self.decision_intervals}, jitter={self.jitter}, "
+            f"session_length={self.session_length}, capacity={self.capacity}, "
+            f"params={self.params})"
+        )
 
     @property
     def inventory_penalty(self) -> Any:
@@ -456,12 +455,4 @@ class LimitOrderBookMarketEnv(BookSettings):
             info=info,
             step_count=k,
             key=key,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(n_agents={self.num_agents}, "
-            f"decision_intervals={self.decision_intervals}, jitter={self.jitter}, "
-            f"session_length={self.session_length}, capacity={self.capacity}, "
-            f"params={self.params})"
         )

@@ -25,6 +25,7 @@ from ._invariants import (
     _buy_steps,
     _no_agent_orders,
     _steps,
+    quote_policies,
 )
 
 __all__ = ["market_invariants", "market_scripted_policies"]
@@ -140,23 +141,18 @@ def market_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
         per_step = _buy_steps(accounts, mask[2], size) & (acted | (_steps(accounts.inventory) == 0))
         return jnp.concatenate([per_state, jnp.all(per_step, axis=1)])
 
-    return {
-        "never_quote_stays_flat": {
-            "policy": lambda key, state: jnp.asarray(hold),
-            "expect": never_quote,
-            "measure": lambda traj: traj.states.env_state.accounts.inventory,
-            "num_steps": steps,
-            "description": "no trader quotes or trades ([0, 0, 1] each): no trader's order "
-            "rests, no fill; every inventory, cash, fills, wealth and reward stays exactly 0",
-        },
-        "market_buy_stops_at_the_limit": {
-            "policy": lambda key, state: jnp.asarray(buy),
-            "expect": market_buy,
-            "measure": lambda traj: traj.states.env_state.accounts.inventory,
-            "num_steps": steps,
-            "description": "every trader sends a market buy each step ([0, 0, 2] each): a "
-            "position grows only on a step its trader acts in, by 0 to order_size lots paid "
-            "for, nothing is sold, no inventory exceeds max_inventory and each mask forbids "
-            "buying exactly at the limit",
-        },
-    }
+    descriptions = (
+        "no trader quotes or trades ([0, 0, 1] each): no trader's order rests, no fill; "
+        "every inventory, cash, fills, wealth and reward stays exactly 0",
+        "every trader sends a market buy each step ([0, 0, 2] each): a position grows only "
+        "on a step its trader acts in, by 0 to order_size lots paid for, nothing is sold, no "
+        "inventory exceeds max_inventory and each mask forbids buying exactly at the limit",
+    )
+    return quote_policies(
+        hold,
+        buy,
+        (never_quote, market_buy),
+        lambda traj: traj.states.env_state.accounts.inventory,
+        steps,
+        descriptions,
+    )

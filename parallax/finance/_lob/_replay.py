@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._book import ASK, BID, Book, Fills
+from ._book import ASK, BID, Book, Fills, stacked_sides
 from ._decision import AGENT
 from ._lobster import LobsterData
 from ._messages import CANCEL, DELETE, EXECUTE, HIDDEN, SUBMIT, _reduce, process_message
@@ -214,13 +214,8 @@ def snapshot_book(rows: jax.Array, capacity: int) -> Book:
 
     bids = side(rows[0], rows[1], 1)
     asks = side(rows[2], rows[3], 1 + levels)
-    price, size, owner, seq, valid = (jnp.stack([b, a]) for b, a in zip(bids, asks))
     return Book(
-        price=price,
-        size=size,
-        owner=owner,
-        seq=seq,
-        valid=valid,
+        **stacked_sides(bids, asks),
         next_id=jnp.asarray(2 * levels + 1, jnp.int32),
         last_price=jnp.asarray(0, jnp.int32),
         overflow=jnp.asarray(False),

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._decision import AGENT
-from ._invariants import lob_invariants
+from ._invariants import lob_invariants, scripted_policy
 
 __all__ = ["execution_invariants", "execution_scripted_policies", "replay_invariants"]
 
@@ -152,21 +152,23 @@ def execution_scripted_policies(env: Any) -> dict[str, dict[str, Any]]:
         no_more = (sold[2:] == sold[1]) | (states.step_count[2:] >= n_steps)  # the last step
         return jnp.concatenate([first[None], nothing_rests, no_more])
 
+    def sold(traj: Any) -> Any:
+        return traj.states.env_state.account.sold
+
     return {
-        "waiting_sells_nothing_before_the_end": {
-            "policy": lambda key, state: jnp.asarray(noop),
-            "expect": waiting,
-            "measure": lambda traj: traj.states.env_state.account.sold,
-            "num_steps": steps,
-            "description": "noop_action every step: no order, no sale, reward exactly 0 "
-            "before the last step",
-        },
-        "immediate_sells_at_the_first_step": {
-            "policy": lambda key, state: jnp.asarray(immediate),
-            "expect": at_once,
-            "measure": lambda traj: traj.states.env_state.account.sold,
-            "num_steps": steps,
-            "description": "everything at market at once: the first step sells what the "
-            "opening bids take, nothing rests and nothing more is sold",
-        },
+        "waiting_sells_nothing_before_the_end": scripted_policy(
+            noop,
+            waiting,
+            sold,
+            steps,
+            "noop_action every step: no order, no sale, reward exactly 0 before the last step",
+        ),
+        "immediate_sells_at_the_first_step": scripted_policy(
+            immediate,
+            at_once,
+            sold,
+            steps,
+            "everything at market at once: the first step sells what the opening bids take, "
+            "nothing rests and nothing more is sold",
+        ),
     }

@@ -39,19 +39,18 @@ from ._decision import (
     TradeLog,
     _append,
     account_info,
-    apply_decision,
     book_mid2,
     credit,
-    decision_masks,
     empty_log,
     new_account,
     wealth_change,
 )
-from ._env import LimitOrderBookEnvState, _static_int
+from ._env import LimitOrderBookEnvState, QuotingEnv
 from ._lobster import LOBSTER_ASK_DUMMY, LOBSTER_BID_DUMMY
 from ._messages import CLIPPED, OK
 from ._obs import observation_space, observe
 from ._replay import ReplayDay, agent_trades, prepare_day, replay_message, snapshot_book
+from ._settings import _static_int
 
 __all__ = [
     "LimitOrderBookReplayEnv",
@@ -133,7 +132,6 @@ class ReplayBase(FinanceEnv):
 
     def _init_replay(
         self,
-        *,
         data: Any,
         tick: int,
         n_steps: int,
@@ -330,7 +328,7 @@ class LimitOrderBookReplayParams(ParamsMethods):
     inventory_penalty: Any = 0.0
 
 
-class LimitOrderBookReplayEnv(ReplayBase):
+class LimitOrderBookReplayEnv(QuotingEnv, ReplayBase):
     """Quote and trade in a replayed LOBSTER day: the historical messages move the book, and
     the agent's orders are matched in it with price-time priority.
 
@@ -421,14 +419,7 @@ class LimitOrderBookReplayEnv(ReplayBase):
         sampler: Any = "random",
     ) -> None:
         self._init_replay(
-            data=data,
-            tick=tick,
-            n_steps=n_steps,
-            messages_per_step=messages_per_step,
-            levels=levels,
-            max_trades=max_trades,
-            capacity=capacity,
-            sampler=sampler,
+            data, tick, n_steps, messages_per_step, levels, max_trades, capacity, sampler
         )
         self.max_quote_offset = _positive_int("max_quote_offset", max_quote_offset)
         self.order_size = _positive_int("order_size", order_size)
@@ -447,6 +438,13 @@ class LimitOrderBookReplayEnv(ReplayBase):
         self.observation_space = observation_space(self.levels, self.max_trades)
         self.noop_action = np.array([0, 0, 1], np.int32)
         self._built = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(messages={len(self.day)}, n_steps={self.n_steps}, "
+            f"messages_per_step={self.messages_per_step}, capacity={self.capacity}, "
+            f"params={self.params})"
+        )
 
     def _set_param(self, name: str, value: Any) -> LimitOrderBookReplayParams:
         return self.params.replace(**{name: finite_number(name, value, ">=0")})
@@ -483,19 +481,10 @@ class LimitOrderBookReplayEnv(ReplayBase):
         fdt = float_dtype()
         es: ReplayState = state.env_state
         reference = self._reference(es)
-        a = jnp.asarray(action).reshape(3).astype(jnp.int32)
-        k_max = self.max_quote_offset
-        a = jnp.clip(a, 0, jnp.array([k_max, k_max, 2], jnp.int32))
         before = es.account
         mid_before = book_mid2(es.book, reference).astype(fdt) * 0.5
-        book, account, trades, n_fills = apply_decision(
-            es.book,
-            es.account,
-            es.trades,
-            a,
-            order_size=self.order_size,
-            max_inventory=self.max_inventory,
-            mid_price=reference,
+        book, account, trades, n_fills = self._decide(
+            es.book, es.account, es.trades, action, reference
         )
         es = dataclasses.replace(es, book=book, account=account, trades=trades)
         es, fills, rejected = self._replay(es, state.step_count)
@@ -505,13 +494,6 @@ class LimitOrderBookReplayEnv(ReplayBase):
         inventory = es.account.inventory.astype(fdt)
         reward = gain - p.inventory_penalty * (inventory * inventory)
         return self._state(es, k, reward, n_fills + fills, rejected, k >= self.n_steps, state.key)
-
-    def action_mask(self, state: LimitOrderBookEnvState) -> tuple[Array, Array, Array]:
-        """No buying at the long limit, no selling at the short one (bool, per dimension)."""
-        return self._mask(state.env_state.account)
-
-    def _mask(self, account: Account) -> tuple[Array, Array, Array]:
-        return decision_masks(account, self.order_size, self.max_inventory, self.max_quote_offset)
 
     def _state(
         self,
@@ -542,21 +524,4 @@ class LimitOrderBookReplayEnv(ReplayBase):
             mid_price=reference,
             levels=self.levels,
         )
-        return LimitOrderBookEnvState(
-            env_state=es,
-            observation=observation,
-            reward=jnp.asarray(reward, fdt),
-            termination=jnp.asarray(terminated),
-            truncation=jnp.bool_(False),
-            info=info,
-            step_count=k,
-            key=key,
-            action_mask=self._mask(account),
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(messages={len(self.day)}, n_steps={self.n_steps}, "
-            f"messages_per_step={self.messages_per_step}, capacity={self.capacity}, "
-            f"params={self.params})"
-        )
+        return self._quote_state(es, observation, reward, terminated, info, k, key)

@@ -104,14 +104,7 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
         sampler: Any = "random",
     ) -> None:
         self._init_replay(
-            data=data,
-            tick=tick,
-            n_steps=n_steps,
-            messages_per_step=messages_per_step,
-            levels=levels,
-            max_trades=max_trades,
-            capacity=capacity,
-            sampler=sampler,
+            data, tick, n_steps, messages_per_step, levels, max_trades, capacity, sampler
         )
         self.quantity = _positive_int("quantity", quantity)
         highest = max(int(self.day.rows[:, 2].max()), int(self.day.rows[:, 0].max()), 1)
@@ -125,6 +118,13 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
         self.observation_space = observation_space(self.levels, self.max_trades, agent=4)
         self.noop_action = np.zeros(2, np.float32)
         self._built = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(quantity={self.quantity}, messages={len(self.day)}, "
+            f"n_steps={self.n_steps}, messages_per_step={self.messages_per_step}, "
+            f"capacity={self.capacity})"
+        )
 
     def _set_param(self, name: str, value: Any) -> ExecutionReplayParams:  # pragma: no cover
         raise AttributeError(name)  # no numeric parameters
@@ -272,13 +272,6 @@ class LimitOrderBookReplayExecutionEnv(ReplayBase):
             info=info,
             step_count=k,
             key=key,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(quantity={self.quantity}, messages={len(self.day)}, "
-            f"n_steps={self.n_steps}, messages_per_step={self.messages_per_step}, "
-            f"capacity={self.capacity})"
         )
 
 
