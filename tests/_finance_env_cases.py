@@ -14,15 +14,18 @@ Rollouts (each compiles once per env, x64 mode and action shape, as the files' o
 
 Assertions:
 
-- `assert_box_matches(mine, theirs)`, `assert_box_spaces_match(env, ref)`: a Box space (both
-  spaces of an env) with sekai's shape, dtype and bounds;
-- `assert_constructor_refuses_like_sekai(make_env, env_id, kwargs)`;
+- `assert_box_matches(mine, theirs)`, `assert_spaces_match_sekai(make_env, env_id, kwargs)`:
+  a Box space (both spaces of an env) with sekai's shape, dtype and bounds;
+- `assert_constructor_refuses_like_sekai(make_env, env_id, kwargs)`,
+  `assert_constructor_accepts_like_sekai(make_env, env_id, kwargs, param_names, attributes)`;
 - `assert_attributes_match(ours, theirs, names)`: our attributes against sekai's, by name;
 - `assert_check_env_passes(env, num_steps=..., including=...)`: the `check_env` battery;
 - `assert_batch_independent_under_x64(env, tolerance)`: `check_batch_independence`, 3 lanes;
 - `assert_lanes_independent(env, params, keys, actions)`: the vmapped batch contract;
 - `assert_float64_state(env, state, like, obs_shape)`: the dtypes of a state under x64;
 - `assert_bad_actions_refused(env, state, size)`: actions of another size or dtype refused;
+- `lengths_against_sekai(make_env, env_id, kwargs, sekai_kwargs, actions)`: the lengths of
+  three x64 episodes run against sekai (`run_against_sekai`), seeds 0 to 2;
 - `check_against_sekai_gym_reference(env, env_id, kwargs, sync, info_keys)`:
   `check_matches_reference` against sekai as a `GymReference` fed our draws by `sync`;
 - `assert_matches_sekai_reference(make_env, env_id, kwargs)`: `check_matches_reference`
@@ -48,7 +51,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sekai
-from finance_support import SekaiReference, assert_values_match, rollout, sekai_tolerance
+from finance_support import (
+    SekaiReference,
+    assert_values_match,
+    rollout,
+    run_against_sekai,
+    sekai_tolerance,
+)
 from hypothesis import HealthCheck, settings
 
 import parallax
@@ -142,8 +151,12 @@ def assert_box_matches(mine: Any, theirs: Any) -> None:
     assert np.array_equal(mine.high, theirs.high), (mine.high, theirs.high)
 
 
-def assert_box_spaces_match(env: Any, ref: Any) -> None:
-    """The observation and action spaces (both Boxes) of `env` are sekai's `ref`'s."""
+def assert_spaces_match_sekai(
+    make_env: Callable[..., Any], env_id: str, kwargs: dict[str, Any]
+) -> None:
+    """The observation and action spaces (both Boxes) of `make_env(**kwargs)` are those of
+    sekai's `env_id` made with `kwargs`."""
+    env, ref = make_env(**kwargs), sekai.make(env_id, **kwargs)
     assert_box_matches(env.observation_space, ref.observation_space)
     assert_box_matches(env.action_space, ref.action_space)
 
@@ -152,6 +165,21 @@ def assert_attributes_match(ours: Any, theirs: Any, names: dict[str, str]) -> No
     """`ours.<name>` equals `theirs.<names[name]>` for every name of `names` (sekai's names)."""
     got = {name: getattr(ours, name) for name in names}
     assert got == {name: getattr(theirs, sekai_name) for name, sekai_name in names.items()}
+
+
+def assert_constructor_accepts_like_sekai(
+    make_env: Callable[..., Any],
+    env_id: str,
+    kwargs: dict[str, Any],
+    param_names: dict[str, str],
+    attributes: Iterable[str],
+) -> None:
+    """sekai makes `env_id` from `kwargs`; so does `make_env`, with sekai's values of our
+    params (`param_names`: ours to sekai's names) and of the env `attributes` (same names)."""
+    ref = sekai.make(env_id, **kwargs)
+    env = make_env(**kwargs)
+    assert_attributes_match(env.params, ref, param_names)
+    assert_attributes_match(env, ref, {name: name for name in attributes})
 
 
 def assert_constructor_refuses_like_sekai(
@@ -255,6 +283,25 @@ def assert_bad_actions_refused(env: Any, state: parallax.State, size: int) -> No
 
 
 # ----------------------------------------------------------------------- against sekai
+def lengths_against_sekai(
+    make_env: Callable[..., Any],
+    env_id: str,
+    kwargs: dict[str, Any],
+    sekai_kwargs: Callable[[dict[str, Any]], dict[str, Any]],
+    actions: Callable[[Any, int], Any],
+) -> list[int]:
+    """Under x64, `make_env(**kwargs)` against sekai's `env_id` made with
+    `sekai_kwargs(kwargs)` (`run_against_sekai`), one episode of `actions(env, seed)` per seed
+    0, 1, 2: the episodes' lengths."""
+    with jax.enable_x64(True):
+        env = make_env(**kwargs)
+        theirs = sekai.make(env_id, **sekai_kwargs(kwargs))
+        return [
+            run_against_sekai(env, theirs, jax.random.key(seed), actions(env, seed))
+            for seed in range(3)
+        ]
+
+
 def check_against_sekai_gym_reference(
     env: Any,
     env_id: str,

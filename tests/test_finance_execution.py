@@ -154,8 +154,7 @@ def test_trajectories_match_sekai_in_float32() -> None:
 
 @pytest.mark.parametrize("name", ["default", "custom"])
 def test_spaces_match_sekai(name: str) -> None:
-    env = OptimalExecutionEnv(**CONFIGS[name])
-    shared.assert_box_spaces_match(env, sekai.make("OptimalExecution-v0", **CONFIGS[name]))
+    shared.assert_spaces_match_sekai(OptimalExecutionEnv, "OptimalExecution-v0", CONFIGS[name])
 
 
 def test_reset_matches_sekai(x64: bool) -> None:
@@ -218,10 +217,9 @@ SEKAI_PARAM_NAMES = {
 
 @pytest.mark.parametrize("kwargs", VALID_EDGES, ids=[str(k) for k in VALID_EDGES])
 def test_constructor_accepts_what_sekai_accepts(kwargs: dict[str, Any]) -> None:
-    ref = sekai.make("OptimalExecution-v0", **kwargs)
-    env = OptimalExecutionEnv(**kwargs)
-    shared.assert_attributes_match(env.params, ref, SEKAI_PARAM_NAMES)
-    shared.assert_attributes_match(env, ref, {"n_steps": "n_steps", "tau": "tau"})
+    shared.assert_constructor_accepts_like_sekai(
+        OptimalExecutionEnv, "OptimalExecution-v0", kwargs, SEKAI_PARAM_NAMES, ("n_steps", "tau")
+    )
 
 
 def test_registry_builds_the_env_with_sekai_keywords() -> None:
@@ -386,8 +384,8 @@ def _property_rollout(params: OptimalExecutionParams, key: jax.Array, actions: j
     eta_excess=st.floats(1e-9, 1e-3, **shared.FINITE),
     epsilon=st.floats(0.0, 1.0, **shared.FINITE),
     lam=st.floats(0.0, 1e-4, **shared.FINITE),
-    actions=hnp.arrays(np.float32, (8, 1), elements=st.floats(-10.0, 10.0, width=32)),
     seed=st.integers(0, 2**31 - 1),
+    actions=hnp.arrays(np.float32, (8, 1), elements=st.floats(-10.0, 10.0, width=32)),
 )
 def test_properties_hold_for_any_valid_input(
     x64: bool,

@@ -224,8 +224,7 @@ def test_trajectories_match_sekai_in_float32() -> None:
 
 @pytest.mark.parametrize("name", ["default", "custom"])
 def test_spaces_match_sekai(name: str) -> None:
-    env = MarketMakingEnv(**CONFIGS[name])
-    shared.assert_box_spaces_match(env, sekai.make("MarketMaking-v0", **CONFIGS[name]))
+    shared.assert_spaces_match_sekai(MarketMakingEnv, "MarketMaking-v0", CONFIGS[name])
 
 
 def test_reset_matches_sekai(x64: bool) -> None:
@@ -290,11 +289,10 @@ SEKAI_PARAM_NAMES = {
 
 @pytest.mark.parametrize("kwargs", VALID_EDGES, ids=[str(k) for k in VALID_EDGES])
 def test_constructor_accepts_what_sekai_accepts(kwargs: dict[str, Any]) -> None:
-    ref = sekai.make("MarketMaking-v0", **kwargs)
-    env = MarketMakingEnv(**kwargs)
-    shared.assert_attributes_match(env.params, ref, SEKAI_PARAM_NAMES)
     shape = ("n_steps", "max_inventory", "order_size", "max_offset", "dt")
-    shared.assert_attributes_match(env, ref, {name: name for name in shape})
+    shared.assert_constructor_accepts_like_sekai(
+        MarketMakingEnv, "MarketMaking-v0", kwargs, SEKAI_PARAM_NAMES, shape
+    )
 
 
 def test_registry_builds_the_env_with_sekai_keywords() -> None:

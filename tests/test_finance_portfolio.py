@@ -129,13 +129,13 @@ def _sekai_kwargs(kwargs):
 @pytest.mark.parametrize("config", list(GBM_CONFIGS))
 def test_gbm_trajectories_match_sekai(config):
     kwargs = {**SHORT, **GBM_CONFIGS[config]}
-    with jax.enable_x64(True):
-        env = pf.PortfolioEnv(**kwargs)
-        theirs = sekai.make("Portfolio-v0", **_sekai_kwargs(kwargs))
-        lengths = [
-            run_against_sekai(env, theirs, jax.random.key(seed), _actions(env, 12, seed))
-            for seed in range(3)
-        ]
+    lengths = shared.lengths_against_sekai(
+        pf.PortfolioEnv,
+        "Portfolio-v0",
+        kwargs,
+        _sekai_kwargs,
+        lambda env, seed: _actions(env, 12, seed),
+    )
     if config == "wipe_out":
         assert min(lengths) < 12, "expected a wipe-out (cost >= 1 terminates)"
     else:

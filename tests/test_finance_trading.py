@@ -99,13 +99,13 @@ def _sekai_kwargs(kwargs):
 @pytest.mark.parametrize("config", list(GBM_CONFIGS))
 def test_gbm_trajectories_match_sekai(config):
     kwargs = {**SHORT, **GBM_CONFIGS[config]}
-    with jax.enable_x64(True):
-        env = pf.TradingEnv(**kwargs)
-        theirs = sekai.make("Trading-v0", **_sekai_kwargs(kwargs))
-        lengths = []
-        for seed in range(3):
-            actions = _actions(SHORT["episode_length"], env.action_space.n, seed)
-            lengths.append(run_against_sekai(env, theirs, jax.random.key(seed), actions))
+
+    def actions(env, seed):
+        return _actions(SHORT["episode_length"], env.action_space.n, seed)
+
+    lengths = shared.lengths_against_sekai(
+        pf.TradingEnv, "Trading-v0", kwargs, _sekai_kwargs, actions
+    )
     if config == "levered":
         assert min(lengths) < SHORT["episode_length"], "expected a wipe-out (termination)"
     else:

@@ -10,6 +10,8 @@
   static schedule, as sekai's `expected_shortfall(trades)`.
 - `avellaneda_stoikov_policy(env)` / `almgren_chriss_policy(env)`: `f(state) -> action` for a
   (possibly wrapped or batched) env, usable inside `jit`, `vmap` and `lax.scan` rollouts.
+- `planning_args(p)` / `shortfall_args(p)`: the keywords of the Almgren-Chriss functions held
+  by an `OptimalExecutionParams` (for the env's methods and `almgren_chriss_policy`).
 
 Every function works with the default float dtype (float64 under `jax_enable_x64`, else
 float32), is elementwise in its scalar arguments (so it broadcasts and vmaps over parameter
@@ -66,16 +68,14 @@ def _trailing(x: Array) -> Array:
 
 @jax.jit
 def _as_offsets(
-    inventory: ArrayLike,
-    time_remaining: ArrayLike,
-    sigma: ArrayLike,
-    risk_aversion: ArrayLike,
-    fill_decay: ArrayLike,
+    q: ArrayLike, tau: ArrayLike, sigma: ArrayLike, gamma: ArrayLike, k: ArrayLike
 ) -> tuple[Array, Array]:
-    """Unclipped optimal (bid, ask) distances from the mid, in sekai's operation order."""
-    q = _float(inventory)
-    tau = _float(time_remaining)
-    sigma, gamma, k = _float(sigma), _float(risk_aversion), _float(fill_decay)
+    """Unclipped optimal (bid, ask) distances from the mid, in sekai's operation order, for
+    the inventory `q`, the time left `tau`, `sigma`, the risk aversion `gamma` and the fill
+    decay `k`."""
+    q = _float(q)
+    tau = _float(tau)
+    sigma, gamma, k = _float(sigma), _float(gamma), _float(k)
     positive = gamma > 0
     safe_gamma = jnp.where(positive, gamma, 1.0)
     skew = q * gamma * sigma**2 * tau
@@ -345,6 +345,22 @@ def _unwrapped_params(env: Any, params: Any) -> Any:
     return env.params if params is None else params
 
 
+_MARKET = ("initial_inventory", "total_time", "sigma", "permanent_impact", "temporary_impact")
+"""The `OptimalExecutionParams` fields every Almgren-Chriss function here takes."""
+
+
+def planning_args(p: OptimalExecutionParams) -> dict[str, Any]:
+    """The keywords of `almgren_chriss_trajectory` / `almgren_chriss_actions` held by `p`
+    (all but `n_steps`): the market of `_MARKET` and `risk_aversion`."""
+    return {**{name: getattr(p, name) for name in _MARKET}, "risk_aversion": p.risk_aversion}
+
+
+def shortfall_args(p: OptimalExecutionParams) -> dict[str, Any]:
+    """The keywords of `expected_shortfall` held by `p` (all but `n_steps`): the market of
+    `_MARKET` and `fixed_cost`."""
+    return {**{name: getattr(p, name) for name in _MARKET}, "fixed_cost": p.fixed_cost}
+
+
 def avellaneda_stoikov_policy(
     env: Any, params: MarketMakingParams | None = None
 ) -> Callable[[State], Array]:
@@ -404,19 +420,18 @@ def almgren_chriss_policy(
     actions `(num_envs, 1)`.
 
     Args:
-        env: an `OptimalExecutionEnv`, or a wrapper that forwards its attributes.
-        params: `OptimalExecutionParams` to plan with; `env.params` when omitted.
+        env: the `OptimalExecutionEnv` (or a wrapper forwarding its attributes) to plan for.
+        params: the `OptimalExecutionParams` of the plan (default `env.params`).
 
     Returns:
-        A function from a state to a float32 action of shape `state.step_count.shape + (1,)`.
+        The policy: state in, float32 action `state.step_count.shape + (1,)` out.
 
     Example:
-        >>> import jax
-        >>> import parallax
+        >>> import jax, parallax
         >>> from parallax.finance import almgren_chriss_policy
         >>> env = parallax.make("OptimalExecution-v0")
-        >>> policy = almgren_chriss_policy(env)
         >>> first = env.reset(key=jax.random.key(0))
+        >>> policy = almgren_chriss_policy(env)
         >>> state = env.step(first, policy(first))
         >>> round(float(state.info["shares_sold"]) / 1e3)
         114
@@ -425,15 +440,7 @@ def almgren_chriss_policy(
 
     def policy(state: State) -> Array:
         p = _unwrapped_params(env, params)
-        actions = almgren_chriss_actions(
-            n_steps=n_steps,
-            initial_inventory=p.initial_inventory,
-            total_time=p.total_time,
-            sigma=p.sigma,
-            permanent_impact=p.permanent_impact,
-            temporary_impact=p.temporary_impact,
-            risk_aversion=p.risk_aversion,
-        )
+        actions = almgren_chriss_actions(n_steps=n_steps, **planning_args(p))
         row = jnp.clip(state.step_count, 0, n_steps - 1)
         return actions[row]
 

@@ -3,7 +3,9 @@
 - `HistoryEnvParts`: the base of `TradingEnv` and `PortfolioEnv` (on top of `HistoryEnv`):
   the constructor's checks and loads of the episode shape, the price source, the cost model
   and the sampler; the cost parameter; the shape properties; the market calls of
-  `reset`/`step`; the trade cost; and the `State` builder.
+  `reset`/`step`; the trade cost; a step's reward, termination and truncation (the rule
+  both envs document); `reset`; the `State` builder; and `repr`.
+- `HistoryEnvState`: the fields that open both envs' states (the episode key, the market).
 - `SessionEnv`: the base of `MarketMakingEnv` and `OptimalExecutionEnv` (fixed-horizon
   sessions of `n_steps` steps of length `total_time / n_steps`): bounded params, the period,
   the time-left observation, the scaffolding of `reset`/`step` and the `State` builder.
@@ -14,11 +16,12 @@ envs of a family, so a change to it changes both.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import Array, UInt32
 
 from .. import rng
 from .._core import KeyArray, State
@@ -35,10 +38,11 @@ from ._data_inputs import market_inputs
 from ._history import HistoryEnv, check_sources
 from ._market import Market, MarketState, load_prices
 from ._plots import EpisodeRender
+from ._rewards import outcome_from_growth
 from ._samplers import as_sampler
 from ._validation import Bound, finite_number, int_at_least
 
-__all__ = ["HistoryEnvParts", "SessionEnv"]
+__all__ = ["HistoryEnvParts", "HistoryEnvState", "SessionEnv"]
 
 
 # -- the price-history envs (TradingEnv, PortfolioEnv) ------------------------------------------
@@ -52,12 +56,32 @@ def _timestamps(prices: Any, history: np.ndarray | None) -> np.ndarray | None:
     return np.arange(history.shape[0])
 
 
+@dataclasses.dataclass
+class HistoryEnvState:
+    """The fields that open `TradingState` and `PortfolioState` (each adds its account and
+    `reward_state` after them).
+
+    Attributes:
+        episode_key: uint32 `(2,)`, the `parallax.rng` key of the episode.
+        market: the `MarketState`.
+    """
+
+    episode_key: UInt32[Array, "2"]
+    market: MarketState
+
+
 class HistoryEnvParts(HistoryEnv):
     """What `TradingEnv` and `PortfolioEnv` share beyond `HistoryEnv` (see those envs).
 
     Subclasses implement `_s0_and_chol(p, dtype)`: the GBM start price and Cholesky factor
-    (None: uncorrelated) handed to the market with the params' `mu`, `sigma`, `dt`, `model`.
+    (None: uncorrelated) handed to the market with the params' `mu`, `sigma`, `dt`, `model`;
+    `_start(p, episode_key, market, dtype)`: the first env state and `info` flows of `reset`;
+    `_observation(env_state)`: the observation of an env state; and `_account_info(env_state)`:
+    the `info` entries read off an env state (the account), which precede the step's flows.
+    Both render `repr` as `Name(source, field=value, ...)` of `_repr_fields`.
     """
+
+    _repr_fields: ClassVar[tuple[str, ...]] = ("episode_length", "lookback")
 
     transaction_cost: Any
     _cost_fields: dict[str, Any]
@@ -165,18 +189,45 @@ class HistoryEnvParts(HistoryEnv):
         s0, chol = self._s0_and_chol(p, dtype)
         return {"mu": p.mu, "sigma": p.sigma, "s0": s0, "dt": p.dt, "chol": chol, "model": p.model}
 
-    def _reset_market(
-        self, key: KeyArray, start: Any, params: Any, previous: State | None
-    ) -> tuple[Any, Array, MarketState, Any]:
-        """`(p, episode_key, market, dtype)` of a reset: the checked key, the params as arrays
-        of the float dtype, and the market at the window start (`HistoryEnv._window_start`)."""
+    def reset(
+        self,
+        *,
+        key: KeyArray,
+        start: Any = None,
+        params: Any = None,
+        previous: State | None = None,
+    ) -> State:
+        """Start an episode: `TradingEnv` flat with equity 1, `PortfolioEnv` all cash with
+        value 1; reward 0, flags False, `step_count` 0.
+
+        Args:
+            key: a PRNG key (typed or raw).
+            start: optional first-decision row of a history (sekai's
+                `options={"start": row}`); an int (negative counts from the end), a
+                timestamp, or a traced int32 scalar.
+            params: optional params of the env's class (default `self.params`).
+            previous: optional state of the episode that just ended; a sequential sampler
+                starts the window after its window (`reset_uses_previous`; the auto-reset
+                wrappers pass it). Ignored by the other samplers and when `start` is given.
+
+        Returns:
+            The first `State`.
+        """
         check_reset_key(self, key)
         dtype = float_dtype()
         p = resolve_params(params, self.params, dtype=dtype, barrier=False)
         ek = rng.episode_key(key)
         window_start = self._window_start(ek, start, previous)
         market = self.market.reset(ek, window_start, dtype=dtype, **self._market_args(p, dtype))
-        return p, ek, market, dtype
+        env_state, flows = self._start(p, ek, market, dtype)
+        no = jnp.bool_(False)
+        zero = jnp.zeros((), dtype)
+        return self._history_state(env_state, p, jnp.zeros((), jnp.int32), flows, zero, no, no, key)
+
+    def _start(
+        self, p: Any, episode_key: Array, market: MarketState, dtype: Any
+    ) -> tuple[Any, dict[str, Array]]:
+        raise NotImplementedError  # pragma: no cover - both subclasses implement it
 
     def _trade_cost(
         self, market: MarketState, t: Array, p: Any, trades: Array, equity: Array, dtype: Any
@@ -197,30 +248,67 @@ class HistoryEnvParts(HistoryEnv):
             return t.astype(jnp.int32)
         return (market.start + self.lookback + t).astype(jnp.int32)
 
+    def _observation(self, env_state: Any) -> Any:
+        raise NotImplementedError  # pragma: no cover - both subclasses implement it
+
+    def _account_info(self, env_state: Any) -> dict[str, Array]:
+        raise NotImplementedError  # pragma: no cover - both subclasses implement it
+
+    def _reward_and_flags(
+        self,
+        p: Any,
+        t_next: Array,
+        growth: Array,
+        equity: Array,
+        previous_equity: Array,
+        turnover: Array,
+        cost: Array,
+        reward_state: Any,
+    ) -> tuple[Array, Any, Array, Array]:
+        """`(reward, reward_state, terminated, truncated)` of the step to `t_next`: the reward
+        function's value of the step's outcome (`outcome_from_growth`), termination on a
+        wipe-out (`growth <= 0`), else truncation after `episode_length` steps."""
+        terminated = growth <= 0.0
+        truncated = ~terminated & (t_next >= self.episode_length)
+        outcome = outcome_from_growth(
+            growth, equity=equity, turnover=turnover, cost=cost, previous_equity=previous_equity
+        )
+        reward, reward_state = p.reward(outcome, reward_state)
+        return reward, reward_state, terminated, truncated
+
     def _history_state(
         self,
         env_state: Any,
         p: Any,
-        *,
         t: Array,
-        observation: Any,
-        info: dict[str, Array],
+        flows: dict[str, Array],
         reward: Array,
         terminated: Array,
         truncated: Array,
         key: KeyArray,
     ) -> State:
-        """The `State` after `t` steps; `info` gains `timestamp` and `dt`."""
+        """The `State` after `t` steps: it observes `_observation(env_state)`; its `info` is
+        `_account_info(env_state)`, then the step's `flows`, then `timestamp` and `dt`."""
         return State(
             env_state=env_state,
-            observation=observation,
+            observation=self._observation(env_state),
             reward=reward,
             termination=terminated,
             truncation=truncated,
-            info={**info, "timestamp": self._timestamp(env_state.market, t), "dt": p.dt},
+            info={
+                **self._account_info(env_state),
+                **flows,
+                "timestamp": self._timestamp(env_state.market, t),
+                "dt": p.dt,
+            },
             step_count=t,
             key=key,
         )
+
+    def __repr__(self) -> str:
+        """`Name(source, field=value, ...)`: the price source, then the `_repr_fields`."""
+        fields = "".join(f", {name}={getattr(self, name)}" for name in self._repr_fields)
+        return f"{self._name}({self._source()}{fields})"
 
     def _source(self) -> str:
         """The price source for `repr`: `GBM`, the model's class name, or `prices[T]`."""
@@ -284,20 +372,20 @@ class SessionEnv(FinanceEnv, EpisodeRender):
         env_state: Any,
         k: Array,
         p: Any,
-        *,
         observation: Array,
         info: dict[str, Array],
         reward: Array,
         terminated: Array,
         key: KeyArray,
     ) -> State:
-        """The `State` after `k` steps (never truncated): `info` gains `timestamp` (`k` times
-        the period) and `dt` (the period); `reward` takes the float dtype."""
+        """The `State` after `k` steps (never truncated): `observation` is cast to float32;
+        `info` gains `timestamp` (`k` times the period) and `dt` (the period); `reward` takes
+        the float dtype."""
         fdt = p.s0.dtype
         period = self._period(p)
         return State(
             env_state=env_state,
-            observation=observation,
+            observation=observation.astype(jnp.float32),
             reward=jnp.asarray(reward, fdt),
             termination=jnp.asarray(terminated),
             truncation=jnp.bool_(False),

@@ -61,8 +61,8 @@ class OptimalExecutionParams(ParamsMethods):
 
     Example:
         >>> from parallax.finance import OptimalExecutionParams
-        >>> OptimalExecutionParams().replace(risk_aversion=0.0).risk_aversion
-        0.0
+        >>> OptimalExecutionParams(risk_aversion=0.0).replace(sigma=0.5).sigma
+        0.5
     """
 
     initial_inventory: Any = 1e6
@@ -228,11 +228,12 @@ class OptimalExecutionEnv(SessionEnv):
         """Arrive with `X0` shares at mid `s0` (and draw the first step's noise).
 
         Args:
-            key: a JAX PRNG key; the episode's draws come from `parallax.rng.episode_key(key)`.
-            params: parameters for this episode; `self.params` when omitted.
+            key: a JAX PRNG key (every draw of the episode comes from
+                `parallax.rng.episode_key(key)`).
+            params: the episode's `OptimalExecutionParams` (default `self.params`).
 
         Returns:
-            The first `State` (reward 0, both flags False, `step_count` 0).
+            The first `State`: reward 0, no flag set, `step_count` 0, `execution_price` NaN.
         """
         p, ek = self._reset_params(key, params)
         zero = jnp.zeros((), p.s0.dtype)
@@ -312,12 +313,16 @@ class OptimalExecutionEnv(SessionEnv):
     def almgren_chriss_trajectory(self, params: OptimalExecutionParams | None = None) -> Array:
         """The optimal holdings `x_0 .. x_N` for the env's parameters (see the baselines)."""
         p = self.params if params is None else params
-        return _baselines.almgren_chriss_trajectory(n_steps=self.n_steps, **_planning(p))
+        return _baselines.almgren_chriss_trajectory(
+            n_steps=self.n_steps, **_baselines.planning_args(p)
+        )
 
     def almgren_chriss_actions(self, params: OptimalExecutionParams | None = None) -> Array:
         """The optimal schedule as actions, float32 `(n_steps, 1)` (see the baselines)."""
         p = self.params if params is None else params
-        return _baselines.almgren_chriss_actions(n_steps=self.n_steps, **_planning(p))
+        return _baselines.almgren_chriss_actions(
+            n_steps=self.n_steps, **_baselines.planning_args(p)
+        )
 
     def expected_shortfall(
         self, trades: ArrayLike, params: OptimalExecutionParams | None = None
@@ -325,14 +330,7 @@ class OptimalExecutionEnv(SessionEnv):
         """Closed-form `(mean, variance)` of the shortfall of a static schedule of `trades`."""
         p = self.params if params is None else params
         return _baselines.expected_shortfall(
-            trades,
-            n_steps=self.n_steps,
-            initial_inventory=p.initial_inventory,
-            total_time=p.total_time,
-            sigma=p.sigma,
-            permanent_impact=p.permanent_impact,
-            temporary_impact=p.temporary_impact,
-            fixed_cost=p.fixed_cost,
+            trades, n_steps=self.n_steps, **_baselines.shortfall_args(p)
         )
 
     def _action(self, action: ArrayLike) -> Array:
@@ -363,28 +361,7 @@ class OptimalExecutionEnv(SessionEnv):
             "implementation_shortfall": env_state.shortfall,
             "shortfall_bps": 1e4 * env_state.shortfall / notional,
         }
-        return self._session_state(
-            env_state,
-            k,
-            p,
-            observation=observation.astype(jnp.float32),
-            info=info,
-            reward=reward,
-            terminated=terminated,
-            key=key,
-        )
+        return self._session_state(env_state, k, p, observation, info, reward, terminated, key)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_steps={self.n_steps}, params={self.params})"
-
-
-def _planning(p: OptimalExecutionParams) -> dict[str, Any]:
-    """The Almgren-Chriss planning arguments held by `p`."""
-    return {
-        "initial_inventory": p.initial_inventory,
-        "total_time": p.total_time,
-        "sigma": p.sigma,
-        "permanent_impact": p.permanent_impact,
-        "temporary_impact": p.temporary_impact,
-        "risk_aversion": p.risk_aversion,
-    }

@@ -395,16 +395,7 @@ class MarketMakingEnv(SessionEnv):
             "bid_filled": bid_filled,
             "ask_filled": ask_filled,
         }
-        return self._session_state(
-            env_state,
-            t,
-            p,
-            observation=observation.astype(jnp.float32),
-            info=info,
-            reward=reward,
-            terminated=terminated,
-            key=key,
-        )
+        return self._session_state(env_state, t, p, observation, info, reward, terminated, key)
 
     def __repr__(self) -> str:
         return (

@@ -13,17 +13,17 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PyTree, UInt32
+from jaxtyping import Array, Float, PyTree
 
-from .._core import KeyArray, State
+from .._core import State
 from .._spaces import Box, PyTreeSpace
 from ._common import ParamsMethods, check_step_inputs, float_dtype, resolve_params
 from ._costs import CostModel
 from ._costs_numerics import sum_left_to_right
-from ._env_parts import HistoryEnvParts
+from ._env_parts import HistoryEnvParts, HistoryEnvState
 from ._history import as_market_model
 from ._market import MarketState, correlation_default, simple_return
-from ._rewards import RewardFunction, as_reward, outcome_from_growth
+from ._rewards import RewardFunction, as_reward
 from ._validation import check_correlation, finite_array, finite_number, int_at_least, per_asset
 
 __all__ = ["PortfolioEnv", "PortfolioParams", "PortfolioState"]
@@ -43,12 +43,12 @@ class PortfolioParams(ParamsMethods):
         mu, sigma: `(n,)` GBM drifts and volatilities (annualised).
         chol: `(n, n)` lower Cholesky factor of the shocks' correlation matrix (to change the
             correlation, set `chol=numpy.linalg.cholesky(corr)`).
-        dt: step length in years, `()`.
-        capital: account size in currency (read by `FixedCost`), `()`.
-        cost: the cost model (its rates are leaves).
-        reward: the reward function (its weights and rates are leaves).
-        model: the market model simulated instead of the built-in GBM (`model=`; its
-            numbers are leaves, so `vmap` over them randomises the market), or None.
+        dt, capital: the step length in years and the account size in currency (read by
+            `FixedCost`), `()`.
+        cost, reward: the cost model and the reward function (their rates and weights are
+            leaves).
+        model: the market model (`model=`) simulated instead of the correlated GBM, or None;
+            its numbers are leaves, so `vmap` over them randomises the market.
     """
 
     mu: Any
@@ -63,19 +63,17 @@ class PortfolioParams(ParamsMethods):
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
-class PortfolioState:
-    """`PortfolioEnv`'s env state.
+class PortfolioState(HistoryEnvState):
+    """`PortfolioEnv`'s env state (the episode's key and market, then the account).
 
     Attributes:
-        episode_key: uint32 `(2,)`, the `parallax.rng` key of the episode.
-        market: the `MarketState` (n assets).
+        episode_key, market: the episode's `parallax.rng` key, uint32 `(2,)`, and the
+            `MarketState` of the n assets.
         weights: float `(n + 1,)`, the drifted weights, cash last.
         portfolio_value: float `()`, relative to the start of the episode.
-        reward_state: the reward function's state.
+        reward_state: the state of the reward function.
     """
 
-    episode_key: UInt32[Array, "2"]
-    market: MarketState
     weights: Float[Array, " n1"]
     portfolio_value: Float[Array, ""]
     reward_state: PyTree
@@ -152,6 +150,7 @@ class PortfolioEnv(HistoryEnvParts):
         "allow_short": "it fixes the action space",
     }
     episode_equity_key = "portfolio_value"
+    _repr_fields = ("n_assets", "episode_length", "lookback")
 
     def __init__(
         self,
@@ -296,51 +295,35 @@ class PortfolioEnv(HistoryEnvParts):
     def _s0_and_chol(self, p: PortfolioParams, dtype: Any) -> tuple[Array, Array]:
         return jnp.asarray(_S0, dtype), p.chol
 
-    def _observation(self, market: MarketState, weights: Array) -> dict[str, Array]:
-        return {"returns": market.window, "weights": weights.astype(jnp.float32)}
+    def _observation(self, env_state: PortfolioState) -> dict[str, Array]:
+        return {
+            "returns": env_state.market.window,
+            "weights": env_state.weights.astype(jnp.float32),
+        }
 
-    def reset(
-        self,
-        *,
-        key: KeyArray,
-        start: Any = None,
-        params: PortfolioParams | None = None,
-        previous: State | None = None,
-    ) -> State:
-        """Start an episode (all cash, value 1).
+    def _account_info(self, env_state: PortfolioState) -> dict[str, Array]:
+        """The `info` entries of the account: `portfolio_value` (also as `equity`), `weights`."""
+        value = env_state.portfolio_value
+        return {"portfolio_value": value, "equity": value, "weights": env_state.weights}
 
-        Args:
-            key: a PRNG key (typed or raw).
-            start: optional first-decision row of a history (sekai's `options={"start": row}`).
-            params: optional `PortfolioParams` (default `self.params`).
-            previous: optional state of the episode that just ended; a sequential sampler
-                starts the window after its window (`reset_uses_previous`; the auto-reset
-                wrappers pass it). Ignored by the other samplers and when `start` is given.
-
-        Returns:
-            The first `State`.
-        """
-        p, ek, market, dtype = self._reset_market(key, start, params, previous)
-        zero = jnp.zeros((), dtype)
+    def _start(
+        self, p: PortfolioParams, episode_key: Array, market: MarketState, dtype: Any
+    ) -> tuple[PortfolioState, dict[str, Array]]:
+        """The first env state (all cash, value 1) and `info` flows of `reset`."""
         env_state = PortfolioState(
-            episode_key=ek,
+            episode_key=episode_key,
             market=market,
             weights=self._cash_only(dtype),
             portfolio_value=jnp.ones((), dtype),
             reward_state=p.reward.init(dtype),
         )
-        return self._state(
-            env_state,
-            p,
-            t=jnp.zeros((), jnp.int32),
-            turnover=zero,
-            cost=zero,
-            asset_returns=jnp.zeros((self.n_assets,), dtype),
-            reward=zero,
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            key=key,
-        )
+        zero = jnp.zeros((), dtype)
+        flows = {
+            "turnover": zero,
+            "cost": zero,
+            "asset_returns": jnp.zeros((self.n_assets,), dtype),
+        }
+        return env_state, flows
 
     def step(self, state: State, action: Any, params: PortfolioParams | None = None) -> State:
         """Rebalance to the action's target weights, then let the market move one row.
@@ -376,69 +359,11 @@ class PortfolioEnv(HistoryEnvParts):
         weights = jnp.where(alive, drifted / jnp.where(alive, total, 1.0), self._cash_only(dtype))
         value = jnp.maximum(es.portfolio_value * growth, 0.0)
         t_next = t + 1
-        terminated = growth <= 0.0
-        truncated = ~terminated & (t_next >= self.episode_length)
-        outcome = outcome_from_growth(
-            growth, equity=value, turnover=turnover, cost=cost, previous_equity=es.portfolio_value
+        reward, reward_state, terminated, truncated = self._reward_and_flags(
+            p, t_next, growth, value, es.portfolio_value, turnover, cost, es.reward_state
         )
-        reward, reward_state = p.reward(outcome, es.reward_state)
-        env_state = PortfolioState(
-            episode_key=es.episode_key,
-            market=market,
-            weights=weights,
-            portfolio_value=value,
-            reward_state=reward_state,
-        )
-        return self._state(
-            env_state,
-            p,
-            t=t_next,
-            turnover=turnover,
-            cost=cost,
-            asset_returns=asset_returns,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            key=state.key,
-        )
-
-    def _state(
-        self,
-        env_state: PortfolioState,
-        p: PortfolioParams,
-        *,
-        t: Array,
-        turnover: Array,
-        cost: Array,
-        asset_returns: Array,
-        reward: Array,
-        terminated: Array,
-        truncated: Array,
-        key: KeyArray,
-    ) -> State:
-        """The `State` for `env_state` after `t` steps; one builder for reset and step."""
-        info = {
-            "portfolio_value": env_state.portfolio_value,
-            "equity": env_state.portfolio_value,
-            "weights": env_state.weights,
-            "turnover": turnover,
-            "cost": cost,
-            "asset_returns": asset_returns,
-        }
+        env_state = PortfolioState(es.episode_key, market, weights, value, reward_state)
+        flows = {"turnover": turnover, "cost": cost, "asset_returns": asset_returns}
         return self._history_state(
-            env_state,
-            p,
-            t=t,
-            observation=self._observation(env_state.market, env_state.weights),
-            info=info,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            key=key,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"PortfolioEnv({self._source()}, n_assets={self.n_assets}, "
-            f"episode_length={self.episode_length}, lookback={self.lookback})"
+            env_state, p, t_next, flows, reward, terminated, truncated, state.key
         )

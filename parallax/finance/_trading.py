@@ -13,16 +13,16 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PyTree, UInt32
+from jaxtyping import Array, Float, PyTree
 
-from .._core import KeyArray, State
+from .._core import State
 from .._spaces import Box, Discrete
 from ._common import ParamsMethods, check_step_inputs, resolve_params
 from ._costs import CostModel
-from ._env_parts import HistoryEnvParts
+from ._env_parts import HistoryEnvParts, HistoryEnvState
 from ._history import as_market_model
 from ._market import MarketState, simple_return
-from ._rewards import RewardFunction, as_reward, outcome_from_growth
+from ._rewards import RewardFunction, as_reward
 from ._validation import Bound, finite_array, finite_number
 
 __all__ = ["TradingEnv", "TradingParams", "TradingState"]
@@ -60,19 +60,17 @@ class TradingParams(ParamsMethods):
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
-class TradingState:
-    """`TradingEnv`'s env state.
+class TradingState(HistoryEnvState):
+    """`TradingEnv`'s env state: `episode_key` and `market` (one asset), then the account.
 
     Attributes:
         episode_key: uint32 `(2,)`, the `parallax.rng` key of the episode.
-        market: the `MarketState` (one asset).
+        market: the `MarketState` of the asset.
         position: float `()`, the drifted position.
         equity: float `()`, equity relative to the start of the episode.
         reward_state: the reward function's state.
     """
 
-    episode_key: UInt32[Array, "2"]
-    market: MarketState
     position: Float[Array, ""]
     equity: Float[Array, ""]
     reward_state: PyTree
@@ -231,54 +229,28 @@ class TradingEnv(HistoryEnvParts):
     def _s0_and_chol(self, p: TradingParams, dtype: Any) -> tuple[Array, None]:
         return p.s0, None
 
-    def _observation(self, market: MarketState, position: Array) -> Array:
-        return jnp.concatenate([market.window[:, 0], position.astype(jnp.float32)[None]])
+    def _observation(self, env_state: TradingState) -> Array:
+        position = env_state.position.astype(jnp.float32)
+        return jnp.concatenate([env_state.market.window[:, 0], position[None]])
 
-    def reset(
-        self,
-        *,
-        key: KeyArray,
-        start: Any = None,
-        params: TradingParams | None = None,
-        previous: State | None = None,
-    ) -> State:
-        """Start an episode.
+    def _account_info(self, env_state: TradingState) -> dict[str, Array]:
+        """The `info` entries of the account: `equity` and `position`."""
+        return {"equity": env_state.equity, "position": env_state.position}
 
-        Args:
-            key: a PRNG key (typed or raw).
-            start: optional first-decision row of a history (sekai's
-                `options={"start": row}`); an int (negative counts from the end), a
-                timestamp, or a traced int32 scalar.
-            params: optional `TradingParams` (default `self.params`).
-            previous: optional state of the episode that just ended; a sequential sampler
-                starts the window after its window (`reset_uses_previous`; the auto-reset
-                wrappers pass it). Ignored by the other samplers and when `start` is given.
-
-        Returns:
-            The first `State` (reward 0, flags False, step_count 0).
-        """
-        p, ek, market, dtype = self._reset_market(key, start, params, previous)
+    def _start(
+        self, p: TradingParams, episode_key: Array, market: MarketState, dtype: Any
+    ) -> tuple[TradingState, dict[str, Array]]:
+        """The first env state (flat, equity 1) and `info` flows of `reset` (`HistoryEnvParts`)."""
         zero = jnp.zeros((), dtype)
         env_state = TradingState(
-            episode_key=ek,
+            episode_key=episode_key,
             market=market,
             position=zero,
             equity=jnp.ones((), dtype),
             reward_state=p.reward.init(dtype),
         )
-        return self._state(
-            env_state,
-            p,
-            t=jnp.zeros((), jnp.int32),
-            price=market.price[0],
-            asset_return=zero,
-            cost=zero,
-            turnover=zero,
-            reward=zero,
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            key=key,
-        )
+        flows = {"price": market.price[0], "asset_return": zero, "cost": zero, "turnover": zero}
+        return env_state, flows
 
     def step(self, state: State, action: Any, params: TradingParams | None = None) -> State:
         """Trade to `positions[action]`, then let the market move one row.
@@ -309,74 +281,19 @@ class TradingEnv(HistoryEnvParts):
         value = held + (1.0 - target)
         alive = (growth > 0.0) & (value > 0.0)
         position = jnp.where(alive, held / jnp.where(alive, value, 1.0), 0.0)
-        t_next = t + 1
-        terminated = growth <= 0.0
         equity = jnp.maximum(es.equity * growth, 0.0)
         turnover = jnp.abs(trade)
-        outcome = outcome_from_growth(
-            growth, equity=equity, turnover=turnover, cost=cost, previous_equity=es.equity
+        t_next = t + 1
+        reward, reward_state, terminated, truncated = self._reward_and_flags(
+            p, t_next, growth, equity, es.equity, turnover, cost, es.reward_state
         )
-        reward, reward_state = p.reward(outcome, es.reward_state)
-        truncated = ~terminated & (t_next >= self.episode_length)
-        env_state = TradingState(
-            episode_key=es.episode_key,
-            market=market,
-            position=position,
-            equity=equity,
-            reward_state=reward_state,
-        )
-        return self._state(
-            env_state,
-            p,
-            t=t_next,
-            price=after[0],
-            asset_return=asset_return,
-            cost=cost,
-            turnover=turnover,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            key=state.key,
-        )
-
-    def _state(
-        self,
-        env_state: TradingState,
-        p: TradingParams,
-        *,
-        t: Array,
-        price: Array,
-        asset_return: Array,
-        cost: Array,
-        turnover: Array,
-        reward: Array,
-        terminated: Array,
-        truncated: Array,
-        key: KeyArray,
-    ) -> State:
-        """The `State` for `env_state` after `t` steps; one builder for reset and step."""
-        info = {
-            "equity": env_state.equity,
-            "position": env_state.position,
-            "price": price,
+        env_state = TradingState(es.episode_key, market, position, equity, reward_state)
+        flows = {
+            "price": after[0],
             "asset_return": asset_return,
             "cost": cost,
             "turnover": turnover,
         }
         return self._history_state(
-            env_state,
-            p,
-            t=t,
-            observation=self._observation(env_state.market, env_state.position),
-            info=info,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            key=key,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"TradingEnv({self._source()}, episode_length={self.episode_length}, "
-            f"lookback={self.lookback})"
+            env_state, p, t_next, flows, reward, terminated, truncated, state.key
         )
