@@ -191,18 +191,9 @@ MARKET_MAKING = _once(lambda: pf.MarketMakingEnv(n_steps=STEPS))
     risk_aversion=_floats(0.0, 10.0),
     seed=SEEDS,
 )
-def test_market_making_stays_finite(
-    s0, sigma, total_time, fill_intensity, fill_decay, risk_aversion, seed
-):
+def test_market_making_stays_finite(seed, **numbers):
     run = MARKET_MAKING()
-    params = run.env.params.replace(
-        s0=s0,
-        sigma=sigma,
-        total_time=total_time,
-        fill_intensity=fill_intensity,
-        fill_decay=fill_decay,
-        risk_aversion=risk_aversion,
-    )
+    params = run.env.params.replace(**numbers)  # every drawn number but the seed is a param
     rng = np.random.default_rng(seed)
     actions = rng.uniform(-1.0, 7.0, (STEPS, 2)).astype(np.float32)
     actions[rng.random((STEPS, 2)) < 0.01] = np.nan  # a NaN side is no quote
@@ -225,29 +216,11 @@ EXECUTION = _once(lambda: pf.OptimalExecutionEnv(n_steps=STEPS))
     risk_aversion=_floats(0.0, 1e-3),
     seed=SEEDS,
 )
-def test_optimal_execution_stays_finite(
-    initial_inventory,
-    s0,
-    sigma,
-    total_time,
-    permanent_impact,
-    extra_impact,
-    fixed_cost,
-    risk_aversion,
-    seed,
-):
+def test_optimal_execution_stays_finite(extra_impact, seed, **numbers):
     run = EXECUTION()
-    tau = total_time / STEPS
-    params = run.env.params.replace(
-        initial_inventory=initial_inventory,
-        s0=s0,
-        sigma=sigma,
-        total_time=total_time,
-        permanent_impact=permanent_impact,
-        # the constructor's constraint, temporary_impact > permanent_impact * tau / 2
-        temporary_impact=permanent_impact * tau / 2 + extra_impact,
-        fixed_cost=fixed_cost,
-        risk_aversion=risk_aversion,
-    )
+    tau = numbers["total_time"] / STEPS
+    # the constructor's constraint, temporary_impact > permanent_impact * tau / 2
+    temporary_impact = numbers["permanent_impact"] * tau / 2 + extra_impact
+    params = run.env.params.replace(**numbers, temporary_impact=temporary_impact)
     actions = np.random.default_rng(seed).uniform(-0.1, 0.01, (STEPS, 1)).astype(np.float32)
     run(seed, actions, params)

@@ -52,12 +52,18 @@ CONFIGS = {
 }
 
 
-def _build(lib, name):
-    cls_name, kwargs = CONFIGS[name]
+def build_model(lib, spec, regimes):
+    """`lib`'s model of `spec = (class name, kwargs)`: a string `kwargs["regimes"]` names
+    the function of `regimes` that gives `lib`'s regimes (`test_finance_sources` uses it)."""
+    cls_name, kwargs = spec
     kwargs = dict(kwargs)
-    if kwargs.get("regimes") == "GBMS":
-        kwargs["regimes"] = _regimes(lib)
+    if isinstance(kwargs.get("regimes"), str):
+        kwargs["regimes"] = regimes[kwargs["regimes"]](lib)
     return getattr(lib, cls_name)(**kwargs)
+
+
+def _build(lib, name):
+    return build_model(lib, CONFIGS[name], {"GBMS": _regimes})
 
 
 @functools.partial(jax.jit, static_argnums=2)

@@ -11,6 +11,7 @@ import pytest
 
 import parallax
 from parallax.finance import almgren_chriss_trajectory, plot_episode, render_episode
+from parallax.finance._plots import _SCHEDULE_PARAMETERS
 
 pytest.importorskip("matplotlib")
 
@@ -78,16 +79,7 @@ def test_figure_draws_the_episode_data(episodes):
 
 
 def _params(env):
-    p = env.params
-    names = (
-        "initial_inventory",
-        "total_time",
-        "sigma",
-        "permanent_impact",
-        "temporary_impact",
-        "risk_aversion",
-    )
-    return {name: getattr(p, name) for name in names}
+    return {name: getattr(env.params, name) for name in _SCHEDULE_PARAMETERS}
 
 
 def test_render_returns_an_rgb_image_that_depends_on_the_episode(episodes):

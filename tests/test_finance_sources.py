@@ -26,6 +26,7 @@ import pytest
 import sekai
 import sekai.finance as sf
 from finance_support import rollout, run_against_sekai
+from test_finance_models import build_model
 
 import parallax
 from parallax import AutoResetWrapper, rng
@@ -51,11 +52,7 @@ TRADING_MODELS = {
 
 
 def _model(lib, name, table=TRADING_MODELS):
-    cls_name, kwargs = table[name]
-    kwargs = dict(kwargs)
-    if kwargs.get("regimes") == "GBMS":
-        kwargs["regimes"] = _regimes(lib)
-    return getattr(lib, cls_name)(**kwargs)
+    return build_model(lib, table[name], {"GBMS": _regimes, "GBMS3": _regimes3})
 
 
 def _actions(count, n, seed):
@@ -342,11 +339,7 @@ PORTFOLIO_MODELS = {
 
 
 def _portfolio_model(lib, name):
-    cls_name, kwargs = PORTFOLIO_MODELS[name]
-    kwargs = dict(kwargs)
-    if kwargs.get("regimes") == "GBMS3":
-        kwargs["regimes"] = _regimes3(lib)
-    return getattr(lib, cls_name)(**kwargs)
+    return _model(lib, name, PORTFOLIO_MODELS)
 
 
 @pytest.mark.parametrize("convert", [False, True], ids=["parallax_model", "sekai_model"])

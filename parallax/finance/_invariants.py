@@ -40,6 +40,16 @@ def _close(a: Any, b: Any, rel: float, scale: Any = 0.0) -> Any:
     return jnp.abs(a - b) <= rel * (1.0 + jnp.abs(a) + jnp.abs(b) + jnp.abs(scale))
 
 
+def _named(*checks: Invariant) -> dict[str, Invariant]:
+    """The checks keyed by their function names, in order."""
+    return {check.__name__: check for check in checks}
+
+
+def _previous(series: Any) -> Any:
+    """The series one step back along axis 0 (its first value repeated at the start)."""
+    return jnp.concatenate([series[:1], series[:-1]])
+
+
 def _kind(env: Any) -> str | None:
     name = type(env).__name__
     known = (
@@ -78,12 +88,12 @@ def _trading_invariants(env: Any) -> dict[str, Invariant]:
         position = state.env_state.position.astype(state.observation.dtype)
         return state.observation[-1] == position
 
-    return {
-        "equity_nonnegative": equity_nonnegative,
-        "position_within_bounds": position_within_bounds,
-        "info_reports_state": info_reports_state,
-        "observation_ends_with_position": observation_ends_with_position,
-    }
+    return _named(
+        equity_nonnegative,
+        position_within_bounds,
+        info_reports_state,
+        observation_ends_with_position,
+    )
 
 
 def _portfolio_invariants(env: Any) -> dict[str, Invariant]:
@@ -108,12 +118,9 @@ def _portfolio_invariants(env: Any) -> dict[str, Invariant]:
         weights = state.env_state.weights.astype(state.observation["weights"].dtype)
         return jnp.all(state.observation["weights"] == weights)
 
-    return {
-        "weights_sum_to_one": weights_sum_to_one,
-        "weights_within_bounds": weights_within_bounds,
-        "value_nonnegative": value_nonnegative,
-        "observation_reports_weights": observation_reports_weights,
-    }
+    return _named(
+        weights_sum_to_one, weights_within_bounds, value_nonnegative, observation_reports_weights
+    )
 
 
 def _market_making_invariants(env: Any) -> dict[str, Invariant]:
@@ -135,12 +142,12 @@ def _market_making_invariants(env: Any) -> dict[str, Invariant]:
         inventory = state.env_state.inventory.astype(state.observation.dtype)
         return _close(state.observation[0] * limit, inventory, _ONE_STEP)
 
-    return {
-        "inventory_within_limits": inventory_within_limits,
-        "inventory_in_order_units": inventory_in_order_units,
-        "wealth_identity": wealth_identity,
-        "observation_reports_inventory": observation_reports_inventory,
-    }
+    return _named(
+        inventory_within_limits,
+        inventory_in_order_units,
+        wealth_identity,
+        observation_reports_inventory,
+    )
 
 
 def _execution_invariants(env: Any) -> dict[str, Invariant]:
@@ -160,12 +167,12 @@ def _execution_invariants(env: Any) -> dict[str, Invariant]:
     def shares_sold_nonnegative(state: Any) -> Any:
         return state.info["shares_sold"] >= 0
 
-    return {
-        "inventory_within_bounds": inventory_within_bounds,
-        "sold_out_by_the_horizon": sold_out_by_the_horizon,
-        "terminated_when_sold_out": terminated_when_sold_out,
-        "shares_sold_nonnegative": shares_sold_nonnegative,
-    }
+    return _named(
+        inventory_within_bounds,
+        sold_out_by_the_horizon,
+        terminated_when_sold_out,
+        shares_sold_nonnegative,
+    )
 
 
 def _lob_invariants(env: Any) -> dict[str, Invariant]:
@@ -213,6 +220,19 @@ def _constant(action: Any) -> Callable[[Any, Any], Any]:
     return lambda key, state: value
 
 
+def _script(
+    action: Any, expect: Any, measure: Any, num_steps: int, description: str
+) -> dict[str, Any]:
+    """A scripted policy's entry: the constant `action`, its `expect` and `measure`."""
+    return {
+        "policy": _constant(action),
+        "expect": expect,
+        "measure": measure,
+        "num_steps": num_steps,
+        "description": description,
+    }
+
+
 def _after_first(traj: Any, ok: Any) -> Any:
     """`ok` on every step after the first (index >= 2 of the states), vacuous elsewhere."""
     index = jnp.arange(jnp.shape(ok)[0])
@@ -230,34 +250,32 @@ def _trading_scripts(env: Any) -> dict[str, dict[str, Any]]:
             info = traj.states.info
             return (info["equity"] == 1.0) & (info["cost"] == 0) & (traj.states.reward == 0)
 
-        scripts["always_flat_keeps_equity"] = {
-            "policy": _constant(np.int32(flat[0])),
-            "expect": flat_keeps_equity,
-            "measure": lambda traj: traj.states.info["equity"],
-            "num_steps": steps,
-            "description": "always holding no position keeps equity at 1, with no cost and "
-            "zero reward",
-        }
+        scripts["always_flat_keeps_equity"] = _script(
+            np.int32(flat[0]),
+            flat_keeps_equity,
+            lambda traj: traj.states.info["equity"],
+            steps,
+            "always holding no position keeps equity at 1, with no cost and zero reward",
+        )
     full = np.flatnonzero(positions == 1)
     if full.size:
 
         def long_tracks_price(traj: Any) -> Any:
             info = traj.states.info
             equity, price = info["equity"], info["price"]
-            prev_equity = jnp.concatenate([equity[:1], equity[:-1]])
-            prev_price = jnp.concatenate([price[:1], price[:-1]])
+            prev_equity = _previous(equity)
+            prev_price = _previous(price)
             # fully long stays fully long (no trade, no cost): equity moves with the price
             ok = _close(equity * prev_price, prev_equity * price, _ONE_STEP)
             return _after_first(traj, ok | traj.states.done)
 
-        scripts["always_long_tracks_price"] = {
-            "policy": _constant(np.int32(full[0])),
-            "expect": long_tracks_price,
-            "measure": lambda traj: traj.states.info["equity"] / traj.states.info["price"],
-            "num_steps": steps,
-            "description": "always fully long: after the first trade, equity changes by the "
-            "price ratio each step",
-        }
+        scripts["always_long_tracks_price"] = _script(
+            np.int32(full[0]),
+            long_tracks_price,
+            lambda traj: traj.states.info["equity"] / traj.states.info["price"],
+            steps,
+            "always fully long: after the first trade, equity changes by the price ratio each step",
+        )
     return scripts
 
 
@@ -275,27 +293,27 @@ def _portfolio_scripts(env: Any) -> dict[str, dict[str, Any]]:
 
     def hold_tracks_asset(traj: Any) -> Any:
         value = traj.states.env_state.portfolio_value
-        prev = jnp.concatenate([value[:1], value[:-1]])
+        prev = _previous(value)
         ret = traj.states.info["asset_returns"][:, 0]
         ok = _close(value, prev * (1 + ret), _ONE_STEP)
         return _after_first(traj, ok | traj.states.done)
 
     return {
-        "all_cash_keeps_value": {
-            "policy": _constant(cash),
-            "expect": cash_keeps_value,
-            "measure": lambda traj: traj.states.env_state.portfolio_value,
-            "num_steps": steps,
-            "description": "all cash: the portfolio value stays 1 and the reward 0",
-        },
-        "hold_first_asset_tracks_it": {
-            "policy": _constant(first),
-            "expect": hold_tracks_asset,
-            "measure": lambda traj: traj.states.env_state.portfolio_value,
-            "num_steps": steps,
-            "description": "all in asset 0: after the first trade the value grows by that "
+        "all_cash_keeps_value": _script(
+            cash,
+            cash_keeps_value,
+            lambda traj: traj.states.env_state.portfolio_value,
+            steps,
+            "all cash: the portfolio value stays 1 and the reward 0",
+        ),
+        "hold_first_asset_tracks_it": _script(
+            first,
+            hold_tracks_asset,
+            lambda traj: traj.states.env_state.portfolio_value,
+            steps,
+            "all in asset 0: after the first trade the value grows by that "
             "asset's return each step",
-        },
+        ),
     }
 
 
@@ -309,30 +327,29 @@ def _market_making_scripts(env: Any) -> dict[str, dict[str, Any]]:
     def at_mid_no_spread(traj: Any) -> Any:
         es = traj.states.env_state
         wealth = traj.states.info["wealth"]
-        prev_wealth = jnp.concatenate([wealth[:1], wealth[:-1]])
-        prev_mid = jnp.concatenate([es.mid[:1], es.mid[:-1]])
+        prev_wealth = _previous(wealth)
+        prev_mid = _previous(es.mid)
         marked = es.inventory.astype(es.mid.dtype) * (es.mid - prev_mid)
         # fills at the mid earn nothing: wealth moves only with the inventory's mark
         ok = _close(wealth - prev_wealth, marked, _ONE_STEP, jnp.abs(es.cash) + jnp.abs(wealth))
         return ok | traj.states.done
 
     return {
-        "never_quote_stays_flat": {
-            "policy": _constant(np.full(2, np.nan, np.float32)),
-            "expect": no_quotes_no_position,
-            "measure": lambda traj: traj.states.env_state.inventory,
-            "num_steps": steps,
-            "description": "never quoting (NaN offsets): no fills, inventory and cash stay "
-            "0, reward 0",
-        },
-        "quote_at_mid_earns_no_spread": {
-            "policy": _constant(np.zeros(2, np.float32)),
-            "expect": at_mid_no_spread,
-            "measure": lambda traj: traj.states.info["wealth"],
-            "num_steps": steps,
-            "description": "quoting at the mid (zero offsets): wealth changes only by "
+        "never_quote_stays_flat": _script(
+            np.full(2, np.nan, np.float32),
+            no_quotes_no_position,
+            lambda traj: traj.states.env_state.inventory,
+            steps,
+            "never quoting (NaN offsets): no fills, inventory and cash stay 0, reward 0",
+        ),
+        "quote_at_mid_earns_no_spread": _script(
+            np.zeros(2, np.float32),
+            at_mid_no_spread,
+            lambda traj: traj.states.info["wealth"],
+            steps,
+            "quoting at the mid (zero offsets): wealth changes only by "
             "inventory times the mid's move",
-        },
+        ),
     }
 
 
@@ -360,22 +377,22 @@ def _execution_scripts(env: Any) -> dict[str, dict[str, Any]]:
         return before & at_end
 
     return {
-        "sell_all_at_once_costs_full_impact": {
-            "policy": _constant(np.ones(1, np.float32)),
-            "expect": sell_all_costs_full_impact,
-            "measure": lambda traj: traj.states.info["implementation_shortfall"][1],
-            "num_steps": 1,
-            "description": "selling everything at step 0 ends the episode with shortfall "
+        "sell_all_at_once_costs_full_impact": _script(
+            np.ones(1, np.float32),
+            sell_all_costs_full_impact,
+            lambda traj: traj.states.info["implementation_shortfall"][1],
+            1,
+            "selling everything at step 0 ends the episode with shortfall "
             "X0 * (fixed_cost + temporary_impact * X0 / tau)",
-        },
-        "never_sell_liquidates_at_the_horizon": {
-            "policy": _constant(np.zeros(1, np.float32)),
-            "expect": wait_sells_at_the_horizon,
-            "measure": lambda traj: traj.states.env_state.inventory,
-            "num_steps": n_steps,
-            "description": "selling nothing keeps the inventory until the last step, which "
+        ),
+        "never_sell_liquidates_at_the_horizon": _script(
+            np.zeros(1, np.float32),
+            wait_sells_at_the_horizon,
+            lambda traj: traj.states.env_state.inventory,
+            n_steps,
+            "selling nothing keeps the inventory until the last step, which "
             "sells all of it and ends the episode",
-        },
+        ),
     }
 
 

@@ -37,6 +37,7 @@ from jaxtyping import Array, Float, Int
 
 from .. import rng
 from ..rng import Slot, SlotTable
+from ._validation import float64_array
 
 __all__ = [
     "SLOTS",
@@ -142,12 +143,9 @@ def load_prices(prices: Any, *, ndim: int, min_rows: int) -> tuple[np.ndarray, f
             if span > 0:
                 dt = 1.0 / float((len(stamps) - 1) / (span / 365.25))
         prices = prices.to_numpy()
-    try:
-        arr = np.asarray(prices, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"prices must be an array of numbers, got {type(prices).__name__}"
-        ) from None
+    arr = float64_array(prices)
+    if arr is None:
+        raise ValueError(f"prices must be an array of numbers, got {type(prices).__name__}")
     if ndim == 2 and arr.ndim == 1:
         arr = arr[:, None]
     if ndim == 1 and arr.ndim == 2 and arr.shape[1] == 1:

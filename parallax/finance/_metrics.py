@@ -37,6 +37,8 @@ NaN propagates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
@@ -80,6 +82,60 @@ __all__ = [
     "total_return",
     "value_at_risk",
 ]
+
+
+# -- shared argument handling --------------------------------------------------------------------
+# A kernel of `_metrics_kernels` takes the prepared `(x, w)` of `_prepare` and its numbers as
+# arrays of `x`'s dtype; these check a metric's keyword numbers and make that call.
+_Kernel = Callable[..., Array]
+
+
+def _per_year(
+    kernel: _Kernel, returns: ArrayLike, periods_per_year: ArrayLike, where: ArrayLike | None
+) -> Array:
+    """`kernel(x, w, periods_per_year)`, with `periods_per_year` checked positive."""
+    _check_positive(periods_per_year, "periods_per_year")
+    x, w = _prepare(returns, where)
+    return kernel(x, w, _scalar(periods_per_year, x.dtype))
+
+
+def _excess(
+    kernel: _Kernel,
+    metric: str,
+    returns: ArrayLike,
+    periods_per_year: ArrayLike,
+    rate: ArrayLike,
+    rate_name: str,
+    where: ArrayLike | None,
+    per_period: bool,
+) -> Array:
+    """`kernel(x, w, periods_per_year, annual_rate)` of a ratio of excess returns.
+
+    `rate` (the argument `rate_name`) is annual, or per period (scaled by
+    `periods_per_year`) with `per_period`; `metric` names the function in the flag's check.
+    """
+    _check_positive(periods_per_year, "periods_per_year")
+    _check_finite(rate, rate_name)
+    _check_flag(per_period, "per_period", metric)
+    x, w = _prepare(returns, where)
+    ppy = _scalar(periods_per_year, x.dtype)
+    annual = _scalar(rate, x.dtype)
+    return kernel(x, w, ppy, annual * ppy if per_period else annual)
+
+
+def _tail(
+    kernel: _Kernel,
+    metric: str,
+    returns: ArrayLike,
+    level: ArrayLike,
+    where: ArrayLike | None,
+    as_loss: bool,
+) -> Array:
+    """`kernel(x, w, level)` of a tail metric, signed by `as_loss` (`metric` for the check)."""
+    _check_level(level)
+    _check_flag(as_loss, "as_loss", metric)
+    x, w = _prepare(returns, where)
+    return _signed(kernel(x, w, _scalar(level, x.dtype)), as_loss)
 
 
 # -- public functions ----------------------------------------------------------------------------
@@ -166,9 +222,7 @@ def annualized_return(
         >>> round(float(annualized_return([0.01] * 12, periods_per_year=12)), 4)
         0.1268
     """
-    _check_positive(periods_per_year, "periods_per_year")
-    x, w = _prepare(returns, where)
-    return _annualized_return(x, w, _scalar(periods_per_year, x.dtype))
+    return _per_year(_annualized_return, returns, periods_per_year, where)
 
 
 def annualized_volatility(
@@ -181,9 +235,7 @@ def annualized_volatility(
         >>> round(float(annualized_volatility([0.01, -0.01], periods_per_year=4)), 4)
         0.0283
     """
-    _check_positive(periods_per_year, "periods_per_year")
-    x, w = _prepare(returns, where)
-    return _annualized_volatility(x, w, _scalar(periods_per_year, x.dtype))
+    return _per_year(_annualized_volatility, returns, periods_per_year, where)
 
 
 def sharpe_ratio(
@@ -212,13 +264,8 @@ def sharpe_ratio(
         >>> round(float(sharpe_ratio([0.02, 0.0, 0.01], periods_per_year=1)), 4)
         1.0
     """
-    _check_positive(periods_per_year, "periods_per_year")
-    _check_finite(risk_free, "risk_free")
-    _check_flag(per_period, "per_period", "sharpe_ratio")
-    x, w = _prepare(returns, where)
-    ppy = _scalar(periods_per_year, x.dtype)
-    rate = _scalar(risk_free, x.dtype)
-    return _sharpe_ratio(x, w, ppy, rate * ppy if per_period else rate)
+    args = (returns, periods_per_year, risk_free, "risk_free", where, per_period)
+    return _excess(_sharpe_ratio, "sharpe_ratio", *args)
 
 
 def sortino_ratio(
@@ -241,13 +288,8 @@ def sortino_ratio(
         >>> round(float(sortino_ratio([0.02, -0.01], periods_per_year=1)), 4)
         0.7071
     """
-    _check_positive(periods_per_year, "periods_per_year")
-    _check_finite(target, "target")
-    _check_flag(per_period, "per_period", "sortino_ratio")
-    x, w = _prepare(returns, where)
-    ppy = _scalar(periods_per_year, x.dtype)
-    rate = _scalar(target, x.dtype)
-    return _sortino_ratio(x, w, ppy, rate * ppy if per_period else rate)
+    args = (returns, periods_per_year, target, "target", where, per_period)
+    return _excess(_sortino_ratio, "sortino_ratio", *args)
 
 
 def drawdown_series(returns: ArrayLike, *, where: ArrayLike | None = None) -> Array:
@@ -291,9 +333,7 @@ def calmar_ratio(
         >>> round(float(calmar_ratio([0.1, -0.05], periods_per_year=2)), 4)
         0.9
     """
-    _check_positive(periods_per_year, "periods_per_year")
-    x, w = _prepare(returns, where)
-    return _calmar_ratio(x, w, _scalar(periods_per_year, x.dtype))
+    return _per_year(_calmar_ratio, returns, periods_per_year, where)
 
 
 def value_at_risk(
@@ -320,10 +360,7 @@ def value_at_risk(
         >>> round(float(value_at_risk([-0.04, -0.02, 0.0, 0.02, 0.04], level=0.75)), 4)
         0.02
     """
-    _check_level(level)
-    _check_flag(as_loss, "as_loss", "value_at_risk")
-    x, w = _prepare(returns, where)
-    return _signed(_value_at_risk(x, w, _scalar(level, x.dtype)), as_loss)
+    return _tail(_value_at_risk, "value_at_risk", returns, level, where, as_loss)
 
 
 def conditional_value_at_risk(
@@ -343,10 +380,8 @@ def conditional_value_at_risk(
         >>> round(float(conditional_value_at_risk(r, level=0.75)), 4)
         0.03
     """
-    _check_level(level)
-    _check_flag(as_loss, "as_loss", "conditional_value_at_risk")
-    x, w = _prepare(returns, where)
-    return _signed(_conditional_value_at_risk(x, w, _scalar(level, x.dtype)), as_loss)
+    args = (returns, level, where, as_loss)
+    return _tail(_conditional_value_at_risk, "conditional_value_at_risk", *args)
 
 
 def hit_rate(returns: ArrayLike, *, where: ArrayLike | None = None) -> Array:

@@ -116,6 +116,13 @@ def _equity_panels(ax_equity: Any, ax_drawdown: Any, t: np.ndarray, equity: np.n
     ax_drawdown.set_ylabel("drawdown")
 
 
+def _holding_panel(ax: Any, t: np.ndarray, holding: np.ndarray, label: str) -> None:
+    """A holding (position, inventory) as a step plot about a zero line, named `label`."""
+    ax.step(t, holding, where="post", color=_NEUTRAL, label=label)
+    ax.axhline(0.0, color="grey", linewidth=0.6)
+    ax.set_ylabel(label)
+
+
 def _trading(axes: Any, info: Mapping[str, np.ndarray]) -> None:
     t = np.arange(info["price"].shape[0])
     price, position = info["price"], info["position"]
@@ -127,9 +134,7 @@ def _trading(axes: Any, info: Mapping[str, np.ndarray]) -> None:
     ax.scatter(t[sells], price[sells], marker="v", color=_LOSS, label="sell", zorder=3)
     ax.set_ylabel("price")
     ax.legend(loc="upper left", fontsize="small")
-    axes[1].step(t, position, where="post", color=_NEUTRAL, label="position")
-    axes[1].axhline(0.0, color="grey", linewidth=0.6)
-    axes[1].set_ylabel("position")
+    _holding_panel(axes[1], t, position, "position")
     _equity_panels(axes[2], axes[3], t, info["equity"])
 
 
@@ -161,11 +166,20 @@ def _market_making(axes: Any, info: Mapping[str, np.ndarray]) -> None:
         ax.scatter(t[filled], info[side][filled], color=color, marker=marker, s=12, zorder=3)
     ax.set_ylabel("price")
     ax.legend(loc="upper left", fontsize="small")
-    axes[1].step(t, info["inventory"], where="post", color=_NEUTRAL, label="inventory")
-    axes[1].axhline(0.0, color="grey", linewidth=0.6)
-    axes[1].set_ylabel("inventory")
+    _holding_panel(axes[1], t, info["inventory"], "inventory")
     axes[2].plot(t, info["wealth"], color=_NEUTRAL, label="wealth")
     axes[2].set_ylabel("wealth")
+
+
+# The env parameters that `almgren_chriss_trajectory` takes (besides `n_steps`).
+_SCHEDULE_PARAMETERS = (
+    "initial_inventory",
+    "total_time",
+    "sigma",
+    "permanent_impact",
+    "temporary_impact",
+    "risk_aversion",
+)
 
 
 def _schedule(env: Any) -> np.ndarray | None:
@@ -175,14 +189,7 @@ def _schedule(env: Any) -> np.ndarray | None:
     n_steps, params = getattr(env, "n_steps", None), getattr(env, "params", None)
     if not isinstance(n_steps, int) or params is None:
         return None
-    names = (
-        "initial_inventory",
-        "total_time",
-        "sigma",
-        "permanent_impact",
-        "temporary_impact",
-        "risk_aversion",
-    )
+    names = _SCHEDULE_PARAMETERS
     values = {name: getattr(params, name) for name in names if hasattr(params, name)}
     return np.asarray(almgren_chriss_trajectory(n_steps=n_steps, **values))
 

@@ -17,7 +17,7 @@ it can sit in an env's params pytree and be vmapped; its structure is static.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -218,7 +218,19 @@ class Combination(RewardFunction):
         return out
 
 
-class LogReturn(RewardFunction):
+class _OutcomeField(RewardFunction):
+    """A stateless reward that is one field of the `StepOutcome`, the one named `_field`."""
+
+    _field: ClassVar[str]
+
+    def __call__(self, outcome: StepOutcome, state: PyTree) -> tuple[Array, PyTree]:
+        return getattr(outcome, self._field), state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class LogReturn(_OutcomeField):
     """Log growth of equity; summed over an episode, `log(final / initial equity)`.
 
     Example:
@@ -226,14 +238,10 @@ class LogReturn(RewardFunction):
         LogReturn()
     """
 
-    def __call__(self, outcome: StepOutcome, state: PyTree) -> tuple[Array, PyTree]:
-        return outcome.log_return, state
-
-    def __repr__(self) -> str:
-        return "LogReturn()"
+    _field = "log_return"
 
 
-class SimpleReturn(RewardFunction):
+class SimpleReturn(_OutcomeField):
     """The step's percentage return, `max(growth, 1e-12) - 1`.
 
     Example:
@@ -241,14 +249,10 @@ class SimpleReturn(RewardFunction):
         SimpleReturn()
     """
 
-    def __call__(self, outcome: StepOutcome, state: PyTree) -> tuple[Array, PyTree]:
-        return outcome.simple_return, state
-
-    def __repr__(self) -> str:
-        return "SimpleReturn()"
+    _field = "simple_return"
 
 
-class ProfitAndLoss(RewardFunction):
+class ProfitAndLoss(_OutcomeField):
     """Change in equity over the step, in units of the initial equity (exact on a wipe-out).
 
     Example:
@@ -256,11 +260,7 @@ class ProfitAndLoss(RewardFunction):
         ProfitAndLoss()
     """
 
-    def __call__(self, outcome: StepOutcome, state: PyTree) -> tuple[Array, PyTree]:
-        return outcome.pnl, state
-
-    def __repr__(self) -> str:
-        return "ProfitAndLoss()"
+    _field = "pnl"
 
 
 class MeanVariance(RewardFunction):
@@ -292,7 +292,7 @@ class MeanVariance(RewardFunction):
         return f"MeanVariance({float(self.risk_aversion):g})"
 
 
-class TurnoverPenalty(RewardFunction):
+class TurnoverPenalty(_OutcomeField):
     """The step's turnover; subtract it to discourage trading beyond explicit costs.
 
     Example:
@@ -300,11 +300,7 @@ class TurnoverPenalty(RewardFunction):
         LogReturn() - 0.001 * TurnoverPenalty()
     """
 
-    def __call__(self, outcome: StepOutcome, state: PyTree) -> tuple[Array, PyTree]:
-        return outcome.turnover, state
-
-    def __repr__(self) -> str:
-        return "TurnoverPenalty()"
+    _field = "turnover"
 
 
 class DrawdownPenalty(RewardFunction):

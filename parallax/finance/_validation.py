@@ -1,5 +1,6 @@
 """Constructor checks shared by the finance envs, with sekai's messages.
 
+- `float64_array(value)`: a float64 array, or None when it is not numbers.
 - `finite_number(name, value, bound=None)`: a finite float, optionally `> 0` or `>= 0`.
 - `finite_array(name, value, bound=None)`: a float64 array of finite numbers, likewise.
 - `int_at_least(name, value, minimum)`: an int `>= minimum`.
@@ -21,40 +22,39 @@ def _bound_text(bound: Bound) -> str:
     return {">0": " > 0", ">=0": " >= 0", None: ""}[bound]
 
 
+def float64_array(value: Any) -> np.ndarray | None:
+    """`value` as a float64 array, or None when numpy cannot read it as numbers."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _finite(name: str, value: Any, bound: Bound, what: str, scalar: bool) -> np.ndarray:
+    """`value` as a float64 array (0-d if `scalar`) of finite numbers within `bound`;
+    else `ValueError`: `f"{name} must {what}{bound}, got {value!r}"`."""
+    arr = float64_array(value)
+    if arr is None or (scalar and arr.ndim != 0) or not np.all(np.isfinite(arr)):
+        ok = False
+    elif bound == ">0":
+        ok = bool(np.all(arr > 0))
+    elif bound == ">=0":
+        ok = bool(np.all(arr >= 0))
+    else:
+        ok = True
+    if not ok or arr is None:
+        raise ValueError(f"{name} must {what}{_bound_text(bound)}, got {value!r}")
+    return arr
+
+
 def finite_number(name: str, value: Any, bound: Bound = None) -> float:
     """`value` as a Python float; `ValueError` naming `name` unless finite and within `bound`."""
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a finite number{_bound_text(bound)}, got {value!r}"
-        ) from None
-    ok = arr.ndim == 0 and bool(np.isfinite(arr))
-    if ok and bound == ">0":
-        ok = bool(arr > 0)
-    if ok and bound == ">=0":
-        ok = bool(arr >= 0)
-    if not ok:
-        raise ValueError(f"{name} must be a finite number{_bound_text(bound)}, got {value!r}")
-    return float(arr)
+    return float(_finite(name, value, bound, "be a finite number", scalar=True))
 
 
 def finite_array(name: str, value: Any, bound: Bound = None) -> np.ndarray:
     """`value` as a float64 array; `ValueError` naming `name` unless all finite and in `bound`."""
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must hold finite numbers{_bound_text(bound)}, got {value!r}"
-        ) from None
-    ok = bool(np.all(np.isfinite(arr)))
-    if ok and bound == ">0":
-        ok = bool(np.all(arr > 0))
-    if ok and bound == ">=0":
-        ok = bool(np.all(arr >= 0))
-    if not ok:
-        raise ValueError(f"{name} must hold finite numbers{_bound_text(bound)}, got {value!r}")
-    return arr
+    return _finite(name, value, bound, "hold finite numbers", scalar=False)
 
 
 def int_at_least(name: str, value: Any, minimum: int) -> int:
