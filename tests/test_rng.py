@@ -75,21 +75,28 @@ def _random_tuples(n: int, seed: int) -> tuple[np.ndarray, ...]:
 # --------------------------------------------------------------- agreement
 
 
-@HYP
-@given(k0=u32, k1=u32, step=u32, slot=u32, index=u32, n=st.integers(1, U32_MAX), p=st.floats(0, 1))
-def test_scalar_draws_bit_identical(x64, k0, k1, step, slot, index, n, p):
-    ek = _ek(k0, k1)
-    args = (ek, step, slot, index)
-    _same(rng.bits(*args), ref.bits(*args))
+def _same_common_draws(args: tuple, n, p, x64: bool) -> None:
+    """Both flavours agree at ``args``: 64-bit bits, uniform, uint32 randint, bernoulli,
+    normal, and with x64 the float64 uniform and normal."""
     _same(rng.bits(*args, words=2), ref.bits(*args, words=2))
     _same(rng.uniform(*args), ref.uniform(*args))
     _same(rng.randint(*args, n, dtype=jnp.uint32), ref.randint(*args, n, dtype=np.uint32))
-    _same(rng.randint(*args, min(n, 2**31 - 1)), ref.randint(*args, min(n, 2**31 - 1)))
     _same(rng.bernoulli(*args, p), ref.bernoulli(*args, p))
     _same(rng.normal(*args), ref.normal(*args))
     if x64:
         _same(rng.uniform(*args, dtype=jnp.float64), ref.uniform(*args, dtype=np.float64))
         _same(rng.normal(*args, dtype=jnp.float64), ref.normal(*args, dtype=np.float64))
+
+
+@HYP
+@given(k0=u32, k1=u32, step=u32, slot=u32, index=u32, n=st.integers(1, U32_MAX), p=st.floats(0, 1))
+def test_scalar_draws_bit_identical(x64, k0, k1, step, slot, index, n, p):
+    ek = _ek(k0, k1)
+    args = (ek, step, slot, index)
+    _same_common_draws(args, n, p, x64)
+    _same(rng.bits(*args), ref.bits(*args))
+    _same(rng.randint(*args, min(n, 2**31 - 1)), ref.randint(*args, min(n, 2**31 - 1)))
+    if x64:
         _same(rng.bernoulli(*args, p, dtype=jnp.float64), ref.bernoulli(*args, p, dtype=np.float64))
 
 
@@ -117,15 +124,14 @@ def test_batched_draws_bit_identical(x64):
     args = (ek, step, slot, index)
     n = np.random.default_rng(2).integers(1, 2**32, 600, dtype=np.uint64).astype(np.uint32)
     p = np.random.default_rng(3).random(600).astype(np.float32)
-    _same(rng.bits(*args, words=2), ref.bits(*args, words=2))
-    _same(rng.uniform(*args), ref.uniform(*args))
-    _same(rng.randint(*args, n, dtype=jnp.uint32), ref.randint(*args, n, dtype=np.uint32))
-    _same(rng.bernoulli(*args, p), ref.bernoulli(*args, p))
-    _same(rng.normal(*args), ref.normal(*args))
+    _same_common_draws(args, n, p, x64)
     if x64:
-        _same(rng.uniform(*args, dtype=jnp.float64), ref.uniform(*args, dtype=np.float64))
-        _same(rng.normal(*args, dtype=jnp.float64), ref.normal(*args, dtype=np.float64))
         _same(rng.randint(*args, n, dtype=jnp.int64), ref.randint(*args, n, dtype=np.int64))
+
+
+def test_both_flavours_export_the_same_names():
+    # each module spells its `__all__` out (linters and type checkers read only a literal)
+    assert ref.__all__ == rng.__all__
 
 
 def test_vmap_scan_agree_with_reference():

@@ -168,6 +168,30 @@ def _fold(ek: Any, data: Any) -> jax.Array:
     return _hash.fold_words(ek[..., 0], ek[..., 1], data.astype(_U32))
 
 
+# kind -> (dtype check, converter of the kind's parameter or None)
+_KINDS: dict[str, tuple[Any, Any]] = {
+    "uniform": (_checks.check_float_dtype, None),
+    "normal": (_checks.check_float_dtype, None),
+    "bernoulli": (_checks.check_float_dtype, _probability),
+    "randint": (_checks.check_int_dtype, _randint_n),
+}
+
+
+def _checked_draw(
+    kind: str, dtype: Any, counters: tuple[Any, ...], param: Any = None, *, vector: bool
+) -> jax.Array:
+    """Validate ``dtype``, then the counters, then ``param``; run the ``kind`` draw.
+
+    ``counters`` is ``(episode_key, step, slot, index)``, or with ``vector``
+    ``(episode_key, step, slot, num, start)``.
+    """
+    check_dtype, convert = _KINDS[kind]
+    dt = check_dtype(dtype, _x64())
+    args = _prepare_vector(*counters) if vector else _prepare(*counters)
+    converted = None if convert is None else convert(param, dt)
+    return _draw(*args, converted, kind=kind, dtype=dt, vector=vector)
+
+
 # ------------------------------------------------------------------ key helpers
 
 
@@ -295,9 +319,7 @@ def uniform(
       >>> u.shape, bool(((0 <= u) & (u < 1)).all())
       ((4,), True)
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare(episode_key, step, slot, index)
-    return _draw(*args, None, kind="uniform", dtype=dt, vector=False)
+    return _checked_draw("uniform", dtype, (episode_key, step, slot, index), vector=False)
 
 
 def randint(
@@ -328,9 +350,7 @@ def randint(
       >>> int(rng.randint(ek, 0, 2, 0, 8)) in range(8)
       True
     """
-    dt = _checks.check_int_dtype(dtype, _x64())
-    args = _prepare(episode_key, step, slot, index)
-    return _draw(*args, _randint_n(n, dt), kind="randint", dtype=dt, vector=False)
+    return _checked_draw("randint", dtype, (episode_key, step, slot, index), n, vector=False)
 
 
 def bernoulli(
@@ -355,9 +375,7 @@ def bernoulli(
       >>> rng.bernoulli(ek, 7, 5, 0, 0.15).dtype
       dtype('bool')
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare(episode_key, step, slot, index)
-    return _draw(*args, _probability(p, dt), kind="bernoulli", dtype=dt, vector=False)
+    return _checked_draw("bernoulli", dtype, (episode_key, step, slot, index), p, vector=False)
 
 
 def normal(
@@ -383,9 +401,7 @@ def normal(
       >>> rng.normal(ek, 0, 1, 0).dtype
       dtype('float32')
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare(episode_key, step, slot, index)
-    return _draw(*args, None, kind="normal", dtype=dt, vector=False)
+    return _checked_draw("normal", dtype, (episode_key, step, slot, index), vector=False)
 
 
 # ----------------------------------------------------------------- vector forms
@@ -422,9 +438,7 @@ def uniform_vector(
       >>> rng.uniform_vector(ek, 0, 1, 6).shape
       (6,)
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare_vector(episode_key, step, slot, num, start)
-    return _draw(*args, None, kind="uniform", dtype=dt, vector=True)
+    return _checked_draw("uniform", dtype, (episode_key, step, slot, num, start), vector=True)
 
 
 def normal_vector(
@@ -452,9 +466,7 @@ def normal_vector(
       >>> rng.normal_vector(eks, 0, 1, 8).shape
       (4, 8)
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare_vector(episode_key, step, slot, num, start)
-    return _draw(*args, None, kind="normal", dtype=dt, vector=True)
+    return _checked_draw("normal", dtype, (episode_key, step, slot, num, start), vector=True)
 
 
 def randint_vector(
@@ -483,9 +495,7 @@ def randint_vector(
       >>> rng.randint_vector(ek, 0, 2, 6, 8).shape
       (6,)
     """
-    dt = _checks.check_int_dtype(dtype, _x64())
-    args = _prepare_vector(episode_key, step, slot, num, start)
-    return _draw(*args, _randint_n(n, dt), kind="randint", dtype=dt, vector=True)
+    return _checked_draw("randint", dtype, (episode_key, step, slot, num, start), n, vector=True)
 
 
 def bernoulli_vector(
@@ -514,6 +524,5 @@ def bernoulli_vector(
       >>> rng.bernoulli_vector(ek, 0, 5, 6, 0.5).shape
       (6,)
     """
-    dt = _checks.check_float_dtype(dtype, _x64())
-    args = _prepare_vector(episode_key, step, slot, num, start)
-    return _draw(*args, _probability(p, dt), kind="bernoulli", dtype=dt, vector=True)
+    counters = (episode_key, step, slot, num, start)
+    return _checked_draw("bernoulli", dtype, counters, p, vector=True)

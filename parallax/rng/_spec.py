@@ -165,22 +165,23 @@ def _ln2_pieces(dtype: type[np.floating], bits: int) -> tuple[float, float]:
     return float(dtype(hi)), float(dtype(lo))
 
 
-F32 = FloatSpec(
-    dtype=np.dtype(np.float32),
-    uint=np.dtype(np.uint32),
-    split_mask=0xFFFFF000,
-    ln2_hi=_ln2_pieces(np.float32, 16)[0],
-    ln2_lo=_ln2_pieces(np.float32, 16)[1],
-    sqrt2=float(np.float32(1.41421356237309504880)),
-)
-F64 = FloatSpec(
-    dtype=np.dtype(np.float64),
-    uint=np.dtype(np.uint64),
-    split_mask=0xFFFFFFFFF8000000,
-    ln2_hi=_ln2_pieces(np.float64, 40)[0],
-    ln2_lo=_ln2_pieces(np.float64, 40)[1],
-    sqrt2=1.41421356237309504880,
-)
+def _float_spec(
+    dtype: type[np.floating], uint: type[np.unsignedinteger], split_mask: int, ln2_bits: int
+) -> FloatSpec:
+    """The ``FloatSpec`` of ``dtype``, with ln 2 cut into pieces of ``ln2_bits`` bits."""
+    ln2_hi, ln2_lo = _ln2_pieces(dtype, ln2_bits)
+    return FloatSpec(
+        dtype=np.dtype(dtype),
+        uint=np.dtype(uint),
+        split_mask=split_mask,
+        ln2_hi=ln2_hi,
+        ln2_lo=ln2_lo,
+        sqrt2=float(dtype(1.41421356237309504880)),
+    )
+
+
+F32 = _float_spec(np.float32, np.uint32, split_mask=0xFFFFF000, ln2_bits=16)
+F64 = _float_spec(np.float64, np.uint64, split_mask=0xFFFFFFFFF8000000, ln2_bits=40)
 
 
 def split_constant(value: float, spec: FloatSpec) -> tuple[float, float]:

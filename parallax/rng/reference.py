@@ -258,6 +258,19 @@ def _vector_args(
     return lift(k0), lift(k1), lift(st), lift(sl), index.reshape((1,) * len(batch) + (num,))
 
 
+def _vector_draw(
+    draw: Callable[..., Any], counters: tuple[Any, ...], *param: Any, dtype: Any
+) -> np.ndarray:
+    """``draw`` (a scalar form) at ``counters = (episode_key, step, slot, num, start)``.
+
+    The index ``start + arange(num)`` goes on a new last axis.
+    """
+    k0, k1, st, sl, ix = _vector_args(*counters)
+    return np.asarray(
+        draw(np.stack(np.broadcast_arrays(k0, k1), -1), st, sl, ix, *param, dtype=dtype)
+    )
+
+
 def _x64() -> bool:
     """The reference supports float64 and 64-bit ints unconditionally."""
     return True
@@ -440,8 +453,7 @@ def normal_vector(
     episode_key: Any, step: Any, slot: Any, num: int, *, start: int = 0, dtype: Any = np.float32
 ) -> np.ndarray:
     """``num`` standard normals over index = start + arange(num), on a new last axis."""
-    k0, k1, st, sl, ix = _vector_args(episode_key, step, slot, num, start)
-    return np.asarray(normal(np.stack(np.broadcast_arrays(k0, k1), -1), st, sl, ix, dtype=dtype))
+    return _vector_draw(normal, (episode_key, step, slot, num, start), dtype=dtype)
 
 
 def randint_vector(
@@ -455,10 +467,7 @@ def randint_vector(
     dtype: Any = np.int32,
 ) -> np.ndarray:
     """``num`` integers in [0, n) over index = start + arange(num), on a new last axis."""
-    k0, k1, st, sl, ix = _vector_args(episode_key, step, slot, num, start)
-    return np.asarray(
-        randint(np.stack(np.broadcast_arrays(k0, k1), -1), st, sl, ix, n, dtype=dtype)
-    )
+    return _vector_draw(randint, (episode_key, step, slot, num, start), n, dtype=dtype)
 
 
 def bernoulli_vector(
@@ -472,7 +481,4 @@ def bernoulli_vector(
     dtype: Any = np.float32,
 ) -> np.ndarray:
     """``num`` booleans uniform < p over index = start + arange(num), on a new last axis."""
-    k0, k1, st, sl, ix = _vector_args(episode_key, step, slot, num, start)
-    return np.asarray(
-        bernoulli(np.stack(np.broadcast_arrays(k0, k1), -1), st, sl, ix, p, dtype=dtype)
-    )
+    return _vector_draw(bernoulli, (episode_key, step, slot, num, start), p, dtype=dtype)
