@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallax import Agents, MARLState, State, TimeLimit, spaces
+from parallax import State, TimeLimit, spaces
 from parallax import rng as prng
 from parallax.envs import GridWorld, Race
 from parallax.envs._gridworld import SIZE, GridState
@@ -309,22 +309,7 @@ class GreedyRace(Race):
     """Bug: every agent's action is used, inactive ones included."""
 
     def step(self, state, action):
-        positions = state.env_state + jnp.asarray(action).astype(jnp.float32)
-        active = positions < 10.0
-        finished_now = state.agents.active & ~active
-        return MARLState(
-            env_state=positions,
-            agents=Agents(
-                observation=jnp.where(active, positions, 0.0),
-                active=active,
-                reward=jnp.where(finished_now, 1.0, 0.0).astype(jnp.float32),
-            ),
-            termination=~active.any(),
-            truncation=jnp.bool_(False),
-            info={},
-            step_count=state.step_count + 1,
-            key=state.key,
-        )
+        return self._moved(state, state.env_state + jnp.asarray(action).astype(jnp.float32))
 
 
 class LeakyObservationRace(Race):

@@ -191,6 +191,20 @@ def _is_stats(x: Any) -> bool:
     return isinstance(x, RunningMeanStd)
 
 
+def _first_copy(stats: Any) -> Any:
+    """Statistics `stats` unbatched: the first env's copy (all copies are equal)."""
+    depth = jnp.ndim(stats.frozen)
+    return jax.tree.map(lambda x: x[(0,) * depth], stats)
+
+
+def _with_frozen(state: StateT, info_key: str, frozen: bool | Array) -> StateT:
+    """`state` with the statistics at `state.info[info_key]` frozen (or unfrozen)."""
+    stats = state.info[info_key]
+    flag = jnp.broadcast_to(jnp.asarray(frozen, jnp.bool_), jnp.shape(stats.frozen))
+    stats = replace(stats, frozen=flag)
+    return replace(state, info={**state.info, info_key: stats})
+
+
 def _check_float(value: Any, name: str, owner: str, *, allow_none: bool = False) -> Any:
     if value is None and allow_none:
         return None
@@ -289,17 +303,12 @@ class NormalizeObservation(Wrapper[StateT]):
     @staticmethod
     def statistics(state: Any) -> ObservationStatistics:
         """The statistics of `state`, unbatched (the first env's copy; all are equal)."""
-        stats = state.info[OBSERVATION_STATISTICS]
-        depth = jnp.ndim(stats.frozen)
-        return jax.tree.map(lambda x: x[(0,) * depth], stats)
+        return _first_copy(state.info[OBSERVATION_STATISTICS])
 
     @staticmethod
     def freeze(state: StateT, frozen: bool | Array = True) -> StateT:
         """`state` with its observation statistics frozen (or unfrozen)."""
-        stats = state.info[OBSERVATION_STATISTICS]
-        flag = jnp.broadcast_to(jnp.asarray(frozen, jnp.bool_), jnp.shape(stats.frozen))
-        stats = replace(stats, frozen=flag)
-        return replace(state, info={**state.info, OBSERVATION_STATISTICS: stats})
+        return _with_frozen(state, OBSERVATION_STATISTICS, frozen)
 
     def _fresh(self, observation: PyTree, batch: tuple[int, ...]) -> ObservationStatistics:
         values = self._treedef.flatten_up_to(observation)  # type: ignore[attr-defined]
@@ -481,17 +490,12 @@ class NormalizeReward(Wrapper[StateT]):
     @staticmethod
     def statistics(state: Any) -> RewardStatistics:
         """The reward statistics of `state`, unbatched (the first env's copy)."""
-        stats = state.info[REWARD_STATISTICS]
-        depth = jnp.ndim(stats.frozen)
-        return jax.tree.map(lambda x: x[(0,) * depth], stats)
+        return _first_copy(state.info[REWARD_STATISTICS])
 
     @staticmethod
     def freeze(state: StateT, frozen: bool | Array = True) -> StateT:
         """`state` with its reward statistics frozen (or unfrozen)."""
-        stats = state.info[REWARD_STATISTICS]
-        flag = jnp.broadcast_to(jnp.asarray(frozen, jnp.bool_), jnp.shape(stats.frozen))
-        stats = replace(stats, frozen=flag)
-        return replace(state, info={**state.info, REWARD_STATISTICS: stats})
+        return _with_frozen(state, REWARD_STATISTICS, frozen)
 
     def reset(self, *, key: KeyArray, **kwargs: Any) -> StateT:
         """Reset; `state=`/`done=` (selective) keep the statistics and zero `G` where done.

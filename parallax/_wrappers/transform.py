@@ -139,6 +139,18 @@ def _check_space(space: Any, name: str, owner: str) -> None:
         )
 
 
+def _checked_fn_and_space(fn: Any, space: Any, space_name: str, owner: str) -> tuple[Any, Any]:
+    """`(fn, space)` once `fn` is callable and `space` (argument `space_name`) a space or None."""
+    _check_callable(fn, "fn", owner)
+    _check_space(space, space_name, owner)
+    return fn, space
+
+
+def _fn_repr(fn: Any) -> str:
+    """`fn=<its name>` (or its repr, for a nameless callable), for a wrapper's repr."""
+    return f"fn={getattr(fn, '__name__', repr(fn))}"
+
+
 def _space_of(shape_dtype: Any) -> Any:
     """An unbounded `Box` (or `PyTreeSpace` of them) describing `jax.eval_shape` output."""
 
@@ -219,10 +231,9 @@ class TransformObservation(_ObservationMap[StateT]):
         observation_space: Any = None,
     ) -> None:
         super().__init__(env)
-        _check_callable(fn, "fn", "TransformObservation")
-        _check_space(observation_space, "observation_space", "TransformObservation")
-        self.fn = fn
-        self._space = observation_space
+        self.fn, self._space = _checked_fn_and_space(
+            fn, observation_space, "observation_space", "TransformObservation"
+        )
 
     @property
     def observation_space(self) -> Any:
@@ -237,7 +248,7 @@ class TransformObservation(_ObservationMap[StateT]):
         return self.fn(observation)
 
     def _repr_args(self) -> str:
-        return f"fn={getattr(self.fn, '__name__', repr(self.fn))}"
+        return _fn_repr(self.fn)
 
 
 def _float_dtype(dtypes: list[Any]) -> np.dtype:
@@ -382,7 +393,7 @@ class TransformReward(Wrapper[StateT]):
         return replace(out, reward=reward.astype(jnp.result_type(out.reward)))
 
     def _repr_args(self) -> str:
-        return f"fn={getattr(self.fn, '__name__', repr(self.fn))}"
+        return _fn_repr(self.fn)
 
 
 class TransformAction(Wrapper[StateT]):
@@ -411,10 +422,9 @@ class TransformAction(Wrapper[StateT]):
         action_space: Any = None,
     ) -> None:
         super().__init__(env)
-        _check_callable(fn, "fn", "TransformAction")
-        _check_space(action_space, "action_space", "TransformAction")
-        self.fn = fn
-        self._space = action_space
+        self.fn, self._space = _checked_fn_and_space(
+            fn, action_space, "action_space", "TransformAction"
+        )
         self._depth = batch_depth(env)
 
     @property
@@ -427,7 +437,7 @@ class TransformAction(Wrapper[StateT]):
         return step_env(self.env, state, batched(self.fn, self._depth)(action), params)
 
     def _repr_args(self) -> str:
-        return f"fn={getattr(self.fn, '__name__', repr(self.fn))}"
+        return _fn_repr(self.fn)
 
 
 class ClipAction(Wrapper[StateT]):

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-
-from .._spaces import Box
-from ._common import episode_settings, foreign_numerics, unbounded_space
+from ._common import episode_settings
 from ._imports import require
-from ._physics import EpisodeAdapter, strip_training_wrappers
+from ._physics import EpisodeAdapter, physics_spaces, strip_training_wrappers
 
 __all__ = ["BraxAdapter"]
 
@@ -91,16 +88,9 @@ class BraxAdapter(EpisodeAdapter):
             "BraxAdapter", episode_length, action_repeat, found_length, found_repeat
         )
 
-        def reset_shapes(key: Any) -> Any:
-            with foreign_numerics():
-                return base.reset(key).obs
-
-        self.observation_space = unbounded_space(
-            jax.eval_shape(reset_shapes, jax.random.PRNGKey(0))
-        )
         # brax's envs take actions in [-1, 1] (e.g. inverted_pendulum rescales them to its
         # actuator range itself) and its training algorithms emit tanh-squashed actions.
-        self.action_space = Box(-1.0, 1.0, (int(base.action_size),))
+        self.observation_space, self.action_space = physics_spaces(base)
 
     def __repr__(self) -> str:
         return (

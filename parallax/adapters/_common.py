@@ -7,13 +7,16 @@
 - `like`: cast every leaf of a pytree to the dtype of the matching leaf of another.
 - `select_tree`: one of two pytrees, chosen leaf by leaf by a scalar flag (the exports' auto-reset).
 - `cast_to_space`: cast an observation pytree to the dtypes of its space.
+- `gymnax_style_space`: a `Box`, dict or tuple space in gymnax's (or JaxMARL's) space classes.
+- `module_class`, `lazy_module_getattr`: the exports' classes, built on a library's base
+  class on first access, named as module-level classes.
 - `unbounded_space`: an unbounded `Box` (or `PyTreeSpace` of them) from shapes and dtypes.
 - `episode_settings`: resolve and validate `episode_length` / `action_repeat` arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,7 +32,10 @@ __all__ = [
     "cast_to_space",
     "episode_settings",
     "foreign_numerics",
+    "gymnax_style_space",
+    "lazy_module_getattr",
     "like",
+    "module_class",
     "raw_key",
     "select_tree",
     "stable_dtypes",
@@ -115,6 +121,44 @@ def cast_to_space(observation: PyTree, space: Space) -> PyTree:
         return jax.tree.map(lambda s, o: cast_to_space(o, s), space.spaces, observation)
     dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
     return jnp.asarray(observation).astype(dtype)
+
+
+def gymnax_style_space(
+    space: Any, target: Any, where: str, convert: Callable[[Any, str], Any]
+) -> Any | None:
+    """`space` in the space module `target` if it is a `Box`, dict or tuple, else `None`.
+
+    gymnax and JaxMARL share these classes (`Box(low, high, shape, dtype)`, `Dict`, `Tuple`).
+    `convert(sub_space, sub_where)` converts the members of a dict or tuple; `where` names
+    `space` in the caller's error messages.
+    """
+    if isinstance(space, Box):
+        dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
+        low, high = np.asarray(space.low).astype(dtype), np.asarray(space.high).astype(dtype)
+        return target.Box(low, high, tuple(space.shape), dtype)
+    if isinstance(space, dict):
+        return target.Dict({k: convert(v, f"{where}[{k!r}]") for k, v in space.items()})
+    if type(space) is tuple:
+        return target.Tuple([convert(v, f"{where}[{i}]") for i, v in enumerate(space)])
+    return None
+
+
+def module_class(cls: type, module: str) -> type:
+    """`cls` (built inside a function) named as the module-level class `module.<name>`."""
+    cls.__module__ = module
+    cls.__qualname__ = cls.__name__
+    return cls
+
+
+def lazy_module_getattr(module: str, name: str, build: Callable[[], Any]) -> Callable[[str], Any]:
+    """A module `__getattr__` for `module` that answers `name` with `build()`."""
+
+    def __getattr__(attr: str) -> Any:
+        if attr == name:
+            return build()
+        raise AttributeError(f"module {module!r} has no attribute {attr!r}")
+
+    return __getattr__
 
 
 def unbounded_space(shapes: PyTree) -> Space:

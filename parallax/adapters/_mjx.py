@@ -27,10 +27,9 @@ from typing import Any
 
 import jax
 
-from .._spaces import Box
-from ._common import episode_settings, foreign_numerics, unbounded_space
+from ._common import episode_settings, foreign_numerics
 from ._imports import require
-from ._physics import EpisodeAdapter, strip_training_wrappers
+from ._physics import EpisodeAdapter, physics_spaces, strip_training_wrappers
 
 __all__ = ["MJXAdapter"]
 
@@ -174,14 +173,7 @@ class MJXAdapter(EpisodeAdapter):
                 type(base).__name__,
             )
 
-        def reset_shapes(key: Any) -> Any:
-            with foreign_numerics():
-                return base.reset(key).obs
-
-        self.observation_space = unbounded_space(
-            jax.eval_shape(reset_shapes, jax.random.PRNGKey(0))
-        )
-        self.action_space = Box(-1.0, 1.0, (int(base.action_size),))
+        self.observation_space, self.action_space = physics_spaces(base)
 
     @classmethod
     def load(

@@ -3,6 +3,7 @@
 
 - `strip_training_wrappers`: remove auto-reset / episode / vmap wrappers, keeping what the
   episode wrapper meant (its `episode_length` and `action_repeat`).
+- `physics_spaces`: the observation and action spaces of such an env.
 - `EpisodeAdapter`: `reset` / `step` with action repeat and a time limit, the way brax's
   `EpisodeWrapper` computes them, without auto-reset and without batching.
 """
@@ -17,11 +18,19 @@ from jaxtyping import PyTree
 
 from .._action_check import check_action
 from .._core import KeyArray, State
-from .._spaces import Space
+from .._spaces import Box, Space
 from .._validate import check_key
-from ._common import cast_to_space, foreign_numerics, like, raw_key, stable_dtypes, strong
+from ._common import (
+    cast_to_space,
+    foreign_numerics,
+    like,
+    raw_key,
+    stable_dtypes,
+    strong,
+    unbounded_space,
+)
 
-__all__ = ["EpisodeAdapter", "strip_training_wrappers"]
+__all__ = ["EpisodeAdapter", "physics_spaces", "strip_training_wrappers"]
 
 
 def strip_training_wrappers(
@@ -80,6 +89,21 @@ def strip_training_wrappers(
         inner: Any = below
         below = inner.env
     return layer, length, repeat
+
+
+def physics_spaces(base: Any) -> tuple[Space, Box]:
+    """`(observation_space, action_space)` of a brax-style env `base`.
+
+    The observation space is unbounded, with the shapes and dtypes of one traced `reset`
+    (under JAX's default numeric rules); the action space is `Box(-1, 1, (action_size,))`.
+    """
+
+    def reset_shapes(key: Any) -> Any:
+        with foreign_numerics():
+            return base.reset(key).obs
+
+    observation_space = unbounded_space(jax.eval_shape(reset_shapes, jax.random.PRNGKey(0)))
+    return observation_space, Box(-1.0, 1.0, (int(base.action_size),))
 
 
 def _like_dict(new: dict[str, Any], previous: Any) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from jaxtyping import Array, PyTree
 from .._core import MARLState, State
 from .._spaces import Box
 from .._wrappers.base import is_vector_env
+from ._common import lazy_module_getattr, module_class
 from ._imports import require
 
 __all__ = ["BraxPipelineState", "to_brax"]
@@ -345,15 +346,10 @@ def _brax_env_class() -> type:
         def __repr__(self) -> str:
             return f"to_brax({self.env!r})"
 
-    BraxEnv.__module__ = __name__
-    BraxEnv.__qualname__ = "BraxEnv"
-    return BraxEnv
+    return module_class(BraxEnv, __name__)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "BraxEnv":
-        return _brax_env_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_module_getattr(__name__, "BraxEnv", _brax_env_class)
 
 
 def to_brax(env: Any) -> Any:

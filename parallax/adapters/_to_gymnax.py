@@ -69,10 +69,10 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._core import State
-from .._spaces import Box, Discrete, PyTreeSpace, Space
+from .._spaces import Discrete, PyTreeSpace, Space
 from .._wrappers.autoreset import next_episode_key, reset_uses_previous
 from .._wrappers.base import episode_length, unwrap_layers
-from ._common import raw_key, select_tree
+from ._common import gymnax_style_space, lazy_module_getattr, module_class, raw_key, select_tree
 from ._imports import require
 
 __all__ = [
@@ -222,18 +222,11 @@ def _convert(space: Any, gymnax_spaces: Any, where: str) -> Any:
         if _legacy_step_api():  # gymnax 0.0.x's Discrete takes no dtype (it holds jnp.int_)
             return gymnax_spaces.Discrete(space.n)
         return gymnax_spaces.Discrete(space.n, dtype=dtype)
-    if isinstance(space, Box):
-        dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
-        low, high = np.asarray(space.low).astype(dtype), np.asarray(space.high).astype(dtype)
-        return gymnax_spaces.Box(low, high, tuple(space.shape), dtype)
-    if isinstance(space, dict):
-        return gymnax_spaces.Dict(
-            {k: _convert(v, gymnax_spaces, f"{where}[{k!r}]") for k, v in space.items()}
-        )
-    if type(space) is tuple:
-        return gymnax_spaces.Tuple(
-            [_convert(v, gymnax_spaces, f"{where}[{i}]") for i, v in enumerate(space)]
-        )
+    converted = gymnax_style_space(
+        space, gymnax_spaces, where, lambda s, w: _convert(s, gymnax_spaces, w)
+    )
+    if converted is not None:
+        return converted
     raise TypeError(
         f"to_gymnax: {where} is a {type(space).__name__}, which has no gymnax equivalent "
         "(gymnax has Discrete, Box, and Dict / Tuple of them)"
@@ -430,9 +423,7 @@ def _make_environment_class() -> type:
         def __repr__(self) -> str:
             return f"to_gymnax({self.env!r})"
 
-    GymnaxEnv.__module__ = __name__
-    GymnaxEnv.__qualname__ = "GymnaxEnv"
-    return GymnaxEnv
+    return module_class(GymnaxEnv, __name__)
 
 
 def _convert_named(space: Any, what: str) -> Any:
@@ -448,10 +439,7 @@ GymnaxEnv: type
 _environment_class = cache(_make_environment_class)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "GymnaxEnv":
-        return _environment_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_module_getattr(__name__, "GymnaxEnv", _environment_class)
 
 
 def to_gymnax(env: Any) -> Any:

@@ -63,11 +63,11 @@ import numpy as np
 from jaxtyping import Array
 
 from .._core import MARLState
-from .._spaces import Box, Discrete, MultiBinary, MultiDiscrete, PyTreeSpace, Space
+from .._spaces import Discrete, MultiBinary, MultiDiscrete, PyTreeSpace, Space
 from .._wrappers.autoreset import AutoResetWrapper, next_episode_key, reset_uses_previous
 from .._wrappers.base import episode_length, is_vector_env, unwrap_layers
 from ._agents import agent_names, agent_space
-from ._common import raw_key, select_tree
+from ._common import gymnax_style_space, lazy_module_getattr, module_class, raw_key, select_tree
 from ._imports import require
 
 __all__ = ["JaxMARLEnv", "JaxMARLExportState", "to_jaxmarl", "to_jaxmarl_space"]
@@ -139,18 +139,11 @@ def _convert(space: Any, jaxmarl_spaces: Any, where: str) -> Any:
         return jaxmarl_spaces.MultiDiscrete([int(n) for n in np.asarray(space.nvec)])
     if isinstance(space, MultiBinary) and len(space.shape) == 1:
         return jaxmarl_spaces.MultiDiscrete([2] * space.shape[0])
-    if isinstance(space, Box):
-        dtype = jax.dtypes.canonicalize_dtype(np.dtype(space.dtype))
-        low, high = np.asarray(space.low).astype(dtype), np.asarray(space.high).astype(dtype)
-        return jaxmarl_spaces.Box(low, high, tuple(space.shape), dtype)
-    if isinstance(space, dict):
-        return jaxmarl_spaces.Dict(
-            {k: _convert(v, jaxmarl_spaces, f"{where}[{k!r}]") for k, v in space.items()}
-        )
-    if type(space) is tuple:
-        return jaxmarl_spaces.Tuple(
-            [_convert(v, jaxmarl_spaces, f"{where}[{i}]") for i, v in enumerate(space)]
-        )
+    converted = gymnax_style_space(
+        space, jaxmarl_spaces, where, lambda s, w: _convert(s, jaxmarl_spaces, w)
+    )
+    if converted is not None:
+        return converted
     raise TypeError(
         f"to_jaxmarl: {where} is {space!r}, which has no JaxMARL equivalent (JaxMARL has "
         "Discrete, MultiDiscrete, Box, and Dict / Tuple of them; a multi-axis discrete "
@@ -349,9 +342,7 @@ def _make_environment_class() -> type:
         def __repr__(self) -> str:
             return f"to_jaxmarl({self.env!r})"
 
-    JaxMARLEnv.__module__ = __name__
-    JaxMARLEnv.__qualname__ = "JaxMARLEnv"
-    return JaxMARLEnv
+    return module_class(JaxMARLEnv, __name__)
 
 
 def _tree(space: Any) -> Any:
@@ -365,10 +356,7 @@ JaxMARLEnv: type
 _environment_class = cache(_make_environment_class)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "JaxMARLEnv":
-        return _environment_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_module_getattr(__name__, "JaxMARLEnv", _environment_class)
 
 
 def to_jaxmarl(env: Any) -> Any:

@@ -64,12 +64,15 @@ class Race:
     def step(self, state: MARLState, action: Array) -> MARLState:
         if self.check_actions:
             check_action(self.action_space, action, f"{type(self).__name__}.step")
-        acted = state.agents.active
         action = jnp.clip(action, 0, 1)  # out-of-range actions clip into the space
-        advance = jnp.where(acted, jnp.asarray(action).astype(jnp.float32), 0.0)
-        positions = state.env_state + advance  # inactive actions are ignored
+        advance = jnp.where(state.agents.active, jnp.asarray(action).astype(jnp.float32), 0.0)
+        return self._moved(state, state.env_state + advance)  # inactive actions are ignored
+
+    def _moved(self, state: MARLState, positions: Array) -> MARLState:
+        """The state after a step that took the agents to `positions`: agents at the
+        finish drop out, and those that reached it on this step get a reward of 1."""
         active = positions < FINISH
-        finished_now = acted & ~active
+        finished_now = state.agents.active & ~active
         return MARLState(
             env_state=positions,
             agents=Agents(

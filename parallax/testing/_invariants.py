@@ -6,7 +6,8 @@
 - `as_invariants`: that declaration as a tuple of `(name, fn)` pairs (validated).
 - `invariants_of`: the invariants of an env: an explicit declaration, else the env's
   `invariants` attribute (any wrapper layer forwards it), else the bundled finance envs'
-  (`parallax.finance._invariants.invariants_for`).
+  (`parallax.finance._invariants.invariants_for`); `declared_or_bundled` is that lookup,
+  which the scripted policies share.
 - `invariant_sweep`: run `num_envs` instances for `num_steps` steps inside one
   `jax.jit(jax.vmap(lax.scan))`, evaluate every invariant on every state (after reset,
   after each step, and every driver reset) inside one `jax.jit(jax.vmap(...))`, and raise
@@ -37,6 +38,7 @@ __all__ = [
     "Invariants",
     "as_invariants",
     "declared_on",
+    "declared_or_bundled",
     "describe_state",
     "invariant_sweep",
     "invariants_of",
@@ -93,19 +95,30 @@ def invariants_of(
     `declared` (a battery option) wins; then an `invariants` attribute on any layer of the
     wrapper stack; then the bundled finance envs' invariants.
     """
-    if declared is not None:
-        return as_invariants(declared)
-    for layer in unwrap_layers(env):
-        found = declared_on(layer, "invariants")
-        if found is not None:
-            return as_invariants(found)
-    base = unwrap_layers(env)[-1]
-    if any(c.__module__.startswith("parallax.finance") for c in type(base).__mro__):
+
+    def bundled(base: Any) -> Any:
         from ..finance._invariants import invariants_for
 
-        found = invariants_for(base)
+        return invariants_for(base)
+
+    found = declared_or_bundled(env, declared, "invariants", bundled)
+    return None if found is None else as_invariants(found)
+
+
+def declared_or_bundled(env: Any, declared: Any, name: str, bundled: Callable[[Any], Any]) -> Any:
+    """What to sweep for `env`, unconverted: `declared` (a battery option) unless None,
+    else the attribute `name` of the first layer of the wrapper stack that defines it
+    (`declared_on`), else `bundled(base)` when the innermost env is a bundled finance env;
+    None when none of them gives one."""
+    if declared is not None:
+        return declared
+    for layer in unwrap_layers(env):
+        found = declared_on(layer, name)
         if found is not None:
-            return as_invariants(found)
+            return found
+    base = unwrap_layers(env)[-1]
+    if any(c.__module__.startswith("parallax.finance") for c in type(base).__mro__):
+        return bundled(base)
     return None
 
 

@@ -31,9 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._wrappers.base import unwrap_layers
 from ._errors import CheckError
-from ._invariants import declared_on
+from ._invariants import declared_or_bundled
 from ._report import CheckReport
 
 __all__ = [
@@ -125,20 +124,14 @@ def as_scripted(declared: Any) -> dict[str, ScriptedPolicy]:
 def scripted_policies_of(env: Any, declared: Any = None) -> dict[str, ScriptedPolicy] | None:
     """The scripted policies of `env`: `declared`, else a `scripted_policies` attribute on
     any layer of the stack, else the bundled finance envs' (None when there are none)."""
-    if declared is not None:
-        return as_scripted(declared)
-    for layer in unwrap_layers(env):
-        found = declared_on(layer, "scripted_policies")
-        if found is not None:
-            return as_scripted(found)
-    base = unwrap_layers(env)[-1]
-    if any(c.__module__.startswith("parallax.finance") for c in type(base).__mro__):
+
+    def bundled(base: Any) -> Any:
         from ..finance._invariants import scripted_policies_for
 
-        found = scripted_policies_for(base)
-        if found:
-            return as_scripted(found)
-    return None
+        return scripted_policies_for(base) or None  # none bundled: no scripted check
+
+    found = declared_or_bundled(env, declared, "scripted_policies", bundled)
+    return None if found is None else as_scripted(found)
 
 
 def _outcome(scripted: ScriptedPolicy, traj: Trajectory) -> tuple[Any, Any]:
