@@ -30,16 +30,20 @@ happen inside every timed call.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _common import ENV_KWARGS, add_cpu_threads_option, apply_cpu_threads
+from _common import (
+    ENV_KWARGS,
+    add_cpu_threads_option,
+    apply_cpu_threads,
+    interleaved_seconds,
+    write_json,
+)
 
 ENVS = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0", "GridWorld-v0")
 REFERENCE = "VmapAutoResetWrapper"
@@ -139,12 +143,7 @@ def measure(
     ended = {c: int(p()) for c, p in progs.items()}  # warm-up call, and the same episodes
     if len({ended[c] for c in COMPOSITIONS}) != 1:
         raise AssertionError(f"{name}: the compositions ended different episodes: {ended}")
-    seconds: dict[str, list[float]] = {c: [] for c in progs}
-    for _ in range(rounds):
-        for composition, program in progs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(program())
-            seconds[composition].append(time.perf_counter() - start)
+    seconds = interleaved_seconds(progs, rounds)
     work = steps * num_envs
     ref = seconds[REFERENCE]
     result = {}
@@ -218,9 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 flush=True,
             )
     print(table(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results, indent=1)
     return results
 
 

@@ -29,7 +29,6 @@ printed as a table and written as JSON (`--json`, default `benchmarks/results/fi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -38,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ENV_KWARGS, add_cpu_threads_option, apply_cpu_threads
+from _common import ENV_KWARGS, add_cpu_threads_option, apply_cpu_threads, write_results
 
 ALL_IDS = tuple(ENV_KWARGS)
 
@@ -229,9 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "parallax_steps": args.steps,
         "rounds": args.rounds,
     }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    print(f"wrote {args.json}")
+    write_results(args.json, {"meta": meta, "rows": rows})
     return 0
 
 

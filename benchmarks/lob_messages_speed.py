@@ -25,7 +25,6 @@ that hold, cycling through its five regimes; capacity 100 = JAX-LOB's rows per s
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -36,7 +35,7 @@ import _jaxlob as jl
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import add_cpu_threads_option, apply_cpu_threads
+from _common import add_cpu_threads_option, apply_cpu_threads, interleaved_seconds, write_json
 
 TICK = 100
 
@@ -118,12 +117,7 @@ def measure(base: np.ndarray, size: int, rounds: int) -> dict[str, Any]:
         out[name] = jax.block_until_ready(program())  # compiles, and the warm-up call
         compile_s[name] = time.perf_counter() - start
     agree = check(batch, out)
-    seconds: dict[str, list[float]] = {name: [] for name in progs}
-    for _ in range(rounds):
-        for name, program in progs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(program())
-            seconds[name].append(time.perf_counter() - start)
+    seconds = interleaved_seconds(progs, rounds)
     work = batch.shape[0] * batch.shape[1]
     result: dict[str, Any] = {
         "books": size,
@@ -191,9 +185,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     results["load_average_after"] = list(os.getloadavg())
     print(table(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results, indent=1)
     return results
 
 

@@ -18,11 +18,11 @@ spread over the run, plus a variant where all envs end together (a time limit).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import jax
 import jax.numpy as jnp
+from _common import write_json
 
 from parallax import State, TimeLimit, VmapAutoResetWrapper, VmapWrapper, spaces
 
@@ -150,9 +150,7 @@ def main(argv=None):
     for label, (sps, comp) in results["runs"].items():
         ref = results["runs"]["naive, all end together"][0] if "together" in label else naive_sps
         print(f"{label:32s} {sps:14,.0f} {sps / ref:8.1f}x {comp:10.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    write_json(args.json, results, indent=2)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse
 import contextlib
-import json
 import platform
 import statistics
 import time
@@ -49,7 +48,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import ENV_KWARGS
+from _common import ENV_KWARGS, write_json
 from normal_table import normal_f32_table
 
 import parallax
@@ -300,22 +299,20 @@ def main() -> None:
             f"{sps['as241'] / 1e6:.2f} M / {sps['table'] / 1e6:.2f} M"
         )
         _print_timing(f"  {res['env']}", res)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "words": args.words,
-                    "repeats": args.repeats,
-                    "cost_per_normal": costs,
-                    "accuracy": errors,
-                    "timing_words": words_timing,
-                    "timing_shapes": shapes,
-                    "envs": envs,
-                    "device": jax.devices()[0].device_kind,
-                },
-                f,
-                indent=2,
-            )
+    write_json(
+        args.json,
+        {
+            "words": args.words,
+            "repeats": args.repeats,
+            "cost_per_normal": costs,
+            "accuracy": errors,
+            "timing_words": words_timing,
+            "timing_shapes": shapes,
+            "envs": envs,
+            "device": jax.devices()[0].device_kind,
+        },
+        indent=2,
+    )
 
 
 if __name__ == "__main__":

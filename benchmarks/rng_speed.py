@@ -24,13 +24,13 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse
-import json
 import platform
 import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+from _common import write_json
 
 from parallax import rng
 
@@ -112,21 +112,19 @@ def main() -> None:
     print(
         f"ratio parallax.rng / jax.random: {ratio:.2f}x (best times), {median:.2f}x (median of pairs)"
     )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "num_envs": n,
-                    "draws": d,
-                    "steps": t,
-                    "normals_per_second": rates,
-                    "ratio": ratio,
-                    "median_pair_ratio": median,
-                    "device": jax.devices()[0].device_kind,
-                },
-                f,
-                indent=2,
-            )
+    write_json(
+        args.json,
+        {
+            "num_envs": n,
+            "draws": d,
+            "steps": t,
+            "normals_per_second": rates,
+            "ratio": ratio,
+            "median_pair_ratio": median,
+            "device": jax.devices()[0].device_kind,
+        },
+        indent=2,
+    )
 
 
 if __name__ == "__main__":

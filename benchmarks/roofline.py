@@ -30,7 +30,6 @@ import argparse
 import collections
 import importlib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _common import ENV_KWARGS
+from _common import ENV_KWARGS, run_meta, write_results
 
 IDS = tuple(ENV_KWARGS)
 
@@ -386,15 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             f"bound: {line['bound']} {line['roofline_steps_per_s']:,.0f}/s  "
             f"-> {100 * line['fraction_of_roofline']:.1f}%"
         )
-    meta = {
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"meta": meta, "peaks": peaks, "rows": rows}, indent=2))
-    print(f"wrote {args.json}")
+    write_results(args.json, {"meta": run_meta(), "peaks": peaks, "rows": rows})
     return 0
 
 

@@ -17,11 +17,9 @@ steps); sekai, a Python loop, steps about `2**16 / N` times per call (4 to 256).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
-from _common import ENV_KWARGS
+from _common import ENV_KWARGS, run_meta, write_results
 
 IDS = tuple(ENV_KWARGS)
 
@@ -45,8 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sekai", action="store_true", help="ours only")
     parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "scaling.json"))
     args = parser.parse_args(argv)
-
-    import jax
 
     from parallax.bench import benchmark
 
@@ -72,15 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 + f"  rss {r['peak_rss_bytes'] / 2**20:,.0f} MiB",
                 flush=True,
             )
-    meta = {
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    print(f"wrote {args.json}")
+    write_results(args.json, {"meta": run_meta(), "rows": rows})
     return 0
 
 

@@ -29,6 +29,8 @@ import sys
 import time
 from typing import Any
 
+from _common import write_json
+
 FINANCE = ("Trading-v0", "Portfolio-v0", "MarketMaking-v0", "OptimalExecution-v0")
 # `parallax bench`'s settings in docs/performance.md: short episodes, so resets happen
 EPISODES = {"MarketMaking-v0": {"n_steps": 50}, "OptimalExecution-v0": {"n_steps": 25}}
@@ -160,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             results.extend(rows)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results, indent=1)
     return 0
 
 
