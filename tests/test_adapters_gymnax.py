@@ -132,7 +132,10 @@ def _assert_equal(ours, theirs, what):
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.skip(reason=NETWORK[n])) if n in NETWORK else n
+        pytest.param(n, marks=pytest.mark.skip(reason=NETWORK[n]))
+        if n in NETWORK
+        # the sweep over every registered env compiles each one twice: `make test-slow`
+        else pytest.param(n, marks=pytest.mark.slow)
         for n in gymnax.registered_envs
     ],
 )

@@ -109,6 +109,7 @@ def _compare_with_playground(adapter):
     return states
 
 
+@pytest.mark.slow  # compiles playground's training wrappers around MJX (`make test-slow`)
 def test_point_mass_matches_playground_training_wrappers(point_mass):
     states = _compare_with_playground(point_mass)
     assert set(states.info["metrics"]) == {"reward/near_target", "reward/small_control"}
@@ -153,6 +154,7 @@ def test_time_limit_from_the_config_is_a_truncation(compiled_pendulum):
     assert flags == [(False, False, 1), (False, False, 2), (False, False, 3), (False, True, 4)]
 
 
+@pytest.mark.slow  # the whole battery on an MJX env (`make test-slow`)
 def test_passes_the_parallax_battery(compiled_pendulum):
     check_env(compiled_pendulum, num_steps=5, num_keys=2, disable_jit=False)
     # MuJoCo's float sums are reassociated under vmap (e.g. cinert differs by 5e-12), so

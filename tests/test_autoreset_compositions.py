@@ -120,6 +120,12 @@ def _check_compositions(got: dict[str, Any]) -> None:
 NESTED = {"GridWorld-v0", "Trading-v0", "Race-v0"}
 
 
+@pytest.mark.parametrize(
+    "x64",  # the x64 runs of this sweep: `make test-slow`
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["f32", "x64"],
+    indirect=True,
+)
 @pytest.mark.parametrize("name", list(ENVS))
 def test_every_composition_gives_every_env_the_same_states(name, x64):
     _check_compositions(_trajectories(ENVS[name](), nested=name in NESTED))

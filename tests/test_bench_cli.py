@@ -133,6 +133,7 @@ LOB_GROUP = pytest.mark.xdist_group("lob_bench")
 
 
 @LOB_GROUP
+@pytest.mark.slow  # a whole `parallax bench --compare sekai` run on the book (`make test-slow`)
 def test_compare_sekai_on_the_limit_order_book_counts_the_flow_events(capsys):
     # sekai has no native vector env for it: 1 of our 2 envs is timed in its Python loop.
     # Sessions of 2 steps, so resets (and their warm-ups) happen inside the timed calls.

@@ -26,7 +26,10 @@ import pytest
 from test_benchmarks import BENCHMARKS, load
 
 # the quick run is a module fixture: its tests on one xdist worker, so it runs once
-pytestmark = pytest.mark.xdist_group("device_check")
+pytestmark = [
+    pytest.mark.xdist_group("device_check"),
+    pytest.mark.slow,  # whole benchmark-script runs in subprocesses (`make test-slow`)
+]
 
 ENVS = [
     "Trading-v0",

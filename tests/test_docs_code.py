@@ -23,7 +23,16 @@ def test_the_docs_have_runnable_examples():
 
 
 @pytest.mark.standard_promotion  # pages show code as users write it, with JAX's defaults
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page",
+    [
+        # the README's blocks run in `make test`; the docs pages' (whole programs, some of them
+        # compiling the order book) in `make test-slow`
+        pytest.param(p, marks=[] if p.parent == ROOT else [pytest.mark.slow])
+        for p in PAGES
+    ],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_python_blocks_run(page: pathlib.Path):
     namespace: dict[str, object] = {"__name__": f"docs.{page.stem}"}
     for number, block in enumerate(FENCE.findall(page.read_text()), start=1):

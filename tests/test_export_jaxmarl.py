@@ -218,6 +218,7 @@ def test_available_actions_are_the_env_mask_or_every_action():
         jax.tree.map(lambda m, a, i=i: np.testing.assert_array_equal(m[i], a), mask, avail[agent])
 
 
+@pytest.mark.slow  # compiles the order book market batched (`make test-slow`)
 def test_the_order_book_market_runs_batched_under_jit():
     env = to_jaxmarl(parallax.make("LimitOrderBookMarket-v0"))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)

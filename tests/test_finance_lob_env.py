@@ -294,6 +294,7 @@ def test_invariants_hold_and_catch_a_broken_state(tiny_rollout: Any) -> None:
     assert not bool(checks["volume_conserved"](bad_account))
 
 
+@pytest.mark.slow  # the whole validation battery on the book (`make test-slow`)
 def test_battery() -> None:
     """float32 (x64 runs in the differential test); small sizes: each check compiles.
 
@@ -338,6 +339,7 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     cases.assert_invariants_hold_in_x64(tiny_rollout)
 
 
+@pytest.mark.slow  # the battery's x64 run on the book (`make test-slow`)
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # float32 only (test_battery): the compiled batched rollouts, 15-30 CPU-s each here
     f32_only = {"jit_vmap_scan_agree", "determinism", "batch_independence", "invariant_sweep"}
@@ -361,6 +363,7 @@ class PhantomFill(LimitOrderBookEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, account=account))
 
 
+@pytest.mark.slow  # a battery check on each broken book (`make test-slow`)
 @pytest.mark.parametrize(
     ("broken", "policy"), cases.broken_env_cases(PhantomFill, LimitOrderBookEnv)
 )

@@ -383,6 +383,7 @@ def battery() -> dict[str, Any]:
     return {o.check: o for o in outcomes}
 
 
+@pytest.mark.slow  # the whole validation battery on the book (`make test-slow`)
 def test_check_marl_env_passes(battery: dict[str, Any]) -> None:
     outcome = battery["marl_rules"]
     assert outcome.status == "pass", outcome.message
@@ -393,6 +394,7 @@ def test_check_marl_env_passes(battery: dict[str, Any]) -> None:
     assert "rule3_inactive_reward_zero" in report.passed
 
 
+@pytest.mark.slow  # the whole validation battery on the book (`make test-slow`)
 def test_battery_in_float32_passes(battery: dict[str, Any]) -> None:
     """Every float32 check passes, in the battery's order."""
     cases.assert_battery_passed(list(battery.values()), F32_CHECKS)
@@ -422,6 +424,7 @@ def test_invariants_trace_under_x64(tiny_rollout: Any) -> None:
     cases.assert_invariants_hold_in_x64(tiny_rollout)
 
 
+@pytest.mark.slow  # the battery's x64 run on the book (`make test-slow`)
 def test_battery_x64(battery_x64: dict[str, Any]) -> None:
     # in float32 only (the `battery` fixture): the batched rollouts' checks, the MARL rules
     # and the sweep; the contract runs in both; not run: training parity (five compiled
@@ -446,6 +449,7 @@ class PhantomFill(LimitOrderBookMarketEnv):
         return dataclasses.replace(state, env_state=dataclasses.replace(es, accounts=accounts))
 
 
+@pytest.mark.slow  # a battery check on each broken book (`make test-slow`)
 @pytest.mark.parametrize(
     ("broken", "policy"), cases.broken_env_cases(PhantomFill, LimitOrderBookMarketEnv)
 )

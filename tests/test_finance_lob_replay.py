@@ -361,6 +361,7 @@ CHECKS = {
 }
 
 
+@pytest.mark.slow  # the whole validation battery on the book (`make test-slow`)
 @pytest.mark.parametrize("kind", ["replay", "execution"])
 def test_battery(data, kind):
     def make():

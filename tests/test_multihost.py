@@ -255,7 +255,7 @@ from parallax.testing import EXACT, TRANSFORM_TOLERANCE, Tolerance  # noqa: E402
 
 pytestmark = [
     pytest.mark.xdist_group("multihost"),  # one worker runs every test here on one pair
-    pytest.mark.slow,  # about half a minute of CPU; still run by `make test`
+    pytest.mark.slow,  # two spawned processes, about half a minute of CPU (`make test-slow`)
 ]
 
 

@@ -81,6 +81,7 @@ def _summary(name: str) -> dict:
 pytestmark = pytest.mark.xdist_group("notebooks")  # one kernel at a time on a 2-core machine
 
 
+@pytest.mark.slow  # a whole notebook in its own kernel (`make test-slow`)
 def test_quickstart_runs_and_plots_a_batch_of_finance_episodes():
     s = _summary("quickstart")
     assert s["steps_per_second"] > 0
@@ -92,6 +93,7 @@ def test_quickstart_runs_and_plots_a_batch_of_finance_episodes():
     assert s["mean_abs_inventory_as"] < s["mean_abs_inventory_fixed"], s
 
 
+@pytest.mark.slow  # a whole notebook in its own kernel (`make test-slow`)
 def test_validate_your_env_catches_the_planted_bugs():
     s = _summary("validate_your_env")
     assert s["reference_steps_compared"] > 0
@@ -101,6 +103,7 @@ def test_validate_your_env_catches_the_planted_bugs():
     assert s["paths_agree"], "the plotted reference and JAX paths are the same episode"
 
 
+@pytest.mark.slow  # a whole notebook in its own kernel (`make test-slow`)
 def test_adapters_notebook_matches_gymnax_and_exports_to_gymnasium():
     s = _summary("adapters")
     assert s["gymnax_same_trajectory"] and 1 <= s["gymnax_terminal_step"] < 200, s
@@ -112,6 +115,7 @@ def test_adapters_notebook_matches_gymnax_and_exports_to_gymnasium():
     assert s["pettingzoo_finished"] == ["agent_0", "agent_1", "agent_2"]
 
 
+@pytest.mark.slow  # a whole notebook in its own kernel (`make test-slow`)
 def test_finance_ppo_small_run_beats_random_and_selling_at_once():
     s = _summary("finance_ppo")
     assert s["small"] and s["num_seeds"] >= 1

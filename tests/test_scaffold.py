@@ -49,6 +49,7 @@ def test_new_writes_every_file_from_the_templates(project):
     assert "__NAME__" not in env + reference and "__CLASS__" not in env + reference
 
 
+@pytest.mark.slow  # the generated project's whole battery (`make test-slow`)
 def test_generated_project_passes_its_battery(project):
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     run = subprocess.run(

@@ -53,3 +53,17 @@ def test_this_test_carries_its_group_under_loadgroup(request):
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("only an xdist worker of `--dist loadgroup` (as in `make test`) groups tests")
     assert request.node.nodeid.endswith("@suite_groups"), request.node.nodeid
+
+
+def test_make_test_and_make_test_slow_split_the_suite_and_ci_runs_both():
+    """`make test` deselects the `slow` tests and `make test-slow` selects exactly them, with
+    the same pytest command; `.ci/run` runs both, so every test runs in CI."""
+    root = os.path.join(os.path.dirname(__file__), os.pardir)
+    with open(os.path.join(root, "Makefile")) as f:
+        makefile = f.read()
+    targets = dict(re.findall(r"^([\w-]+):[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.MULTILINE))
+    assert '$(PYTEST) -m "not slow"' in targets["pytest"]
+    assert "$(PYTEST) -m slow ||" in targets["test-slow"]
+    with open(os.path.join(root, ".ci", "run")) as f:
+        steps = [line.strip() for line in f if line.startswith("make ")]
+    assert steps[:2] == ["make test", "make test-slow"], steps

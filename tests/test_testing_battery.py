@@ -63,7 +63,12 @@ ENVS = {
     ),
 }
 CASES = [
-    pytest.param(name, x64, id=f"{'x64' if x64 else 'f32'}-{name}")
+    pytest.param(
+        name,
+        x64,
+        id=f"{'x64' if x64 else 'f32'}-{name}",
+        marks=[pytest.mark.slow] if x64 else [],  # the x64 runs: `make test-slow`
+    )
     for name, (_, _, precisions) in ENVS.items()
     for x64 in precisions
 ]
