@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 # One pytest session on two xdist workers. Each worker runs about half of the suite, and
 # tests/conftest.py keeps its memory mappings bounded (a worker that kept every compiled
 # program reached the kernel's vm.max_map_count and segfaulted).
-PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=20
+PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=30
 
 # `make test` runs every test but the long-running extras marked `slow` (whole notebooks,
 # the limit order book's x64 batteries, multi-process and whole-program runs); `make
