@@ -25,13 +25,13 @@ are skipped (`Trading-v0` takes one asset).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import write_json
 
 import parallax
 from parallax import action_scan, random_actions, rng
@@ -243,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             f"reset {timing['reset_s'] * 1e6:9.1f} us   [N={args.num_paths}, n_assets={n}]",
             flush=True,
         )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=2)
+    write_json(args.json, results, indent=2)
     return 0
 
 

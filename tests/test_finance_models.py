@@ -503,17 +503,12 @@ def test_mixed_randomized_follows_the_chosen_model():
 
 
 def test_benchmark_script_reports_every_field(tmp_path):
-    import importlib.util
     import json
     import math
-    import pathlib
-    import sys
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "market_models.py"
-    spec = importlib.util.spec_from_file_location("_bench_market_models", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    from test_benchmarks import load
+
+    module = load("market_models")
     out = tmp_path / "models.json"
     argv = ["--num-paths", "8", "--steps", "4", "--repeats", "1", "--only", "GARCH"]
     assert module.main([*argv, "--json", str(out)]) == 0

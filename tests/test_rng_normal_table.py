@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +29,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import ndtri
+from test_benchmarks import load
 
 from parallax import rng
 from parallax.rng import _normal
@@ -141,19 +141,8 @@ def test_table_is_our_fit():
     np.testing.assert_allclose(normal_table.h_of_tail_area(q), (0.5 - q) / -ndtri(q), rtol=1e-15)
 
 
-def _load_benchmark():
-    _import_benchmark_module("normal_table")  # puts benchmarks/ on sys.path
-    spec = importlib.util.spec_from_file_location(
-        "_bench_rng_normal_cost", BENCHMARKS / "rng_normal_cost.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_benchmark_counts_the_work_and_restores_the_library_draw():
-    bench = _load_benchmark()
+    bench = load("rng_normal_cost")
     costs = bench.measure_costs(4096)
     table, as241 = costs["float32 table transform"], costs["float32 as241 transform"]
     assert table["flops"] < 0.4 * as241["flops"]  # measured 60 against 172
