@@ -172,6 +172,7 @@ def test_compare_sekai_on_the_limit_order_book_counts_the_flow_events(capsys):
 
 
 @LOB_GROUP
+@pytest.mark.slow  # the book's reset, step and flow run op by op (`make test-slow`)
 def test_flow_event_counter_reads_the_events_of_the_steps_flow():
     from parallax.finance._lob import FlowParams, run_flow
 

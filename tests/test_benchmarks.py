@@ -79,6 +79,7 @@ def test_finance_vs_sekai_times_the_same_episodes_on_both_sides(tmp_path: Path) 
 
 
 @pytest.mark.xdist_group("lob_bench")  # with test_bench_cli's LOB tests: the same programs
+@pytest.mark.slow  # two whole `--quick` runs of the book's benchmark (`make test-slow`)
 def test_lob_speed_writes_the_comparison_with_the_machines_load(tmp_path: Path) -> None:
     out = tmp_path / "lob.json"
     lob_speed = load("lob_speed")
