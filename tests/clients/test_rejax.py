@@ -15,9 +15,12 @@ OptimalExecution-v0's rewards are about -12 per step; they are scaled by `Transf
 scaled env, is unchanged) rather than by rejax's running reward normalisation, which
 would leave the numbers rejax reports in other units than Almgren-Chriss's.
 
-PPO's return on this env moves by a few percent from seed to seed (measured on seeds 0-2
-with 64 envs: 0-10% from Almgren-Chriss; one run landed on the 10% line): 128 envs and 8
-minibatches per epoch steady it (seeds 0-2: 7.4%, 9.0% and 4.6%); the test runs seed 0.
+PPO's return on this env moves from seed to seed and from host to host (the same seed on
+two CPUs compiles to slightly different floats, and training amplifies them): with 128 envs
+and 8 minibatches per epoch, seeds 0-2 ended 7.4%, 9.0% and 4.6% from Almgren-Chriss on one
+host, and 33%, 8.6% and 7.2% on another (seeds 3-6 there: 10.7%, 1.1%, 0.7%, 3.0%). So the
+PPO test trains seeds 0-6 and asks the median to reach within 10%, and every seed within
+50% (an untrained policy is about 500% off, so a broken export still fails).
 """
 
 from __future__ import annotations
@@ -120,8 +123,10 @@ def test_ppo_on_optimal_execution_reaches_almgren_chriss(almgren_chriss_return):
         ent_coef=0.0,
         normalize_observations=True,
     )
-    ppo = _final_return(algo)
-    assert ppo >= almgren_chriss_return * 1.10, (ppo, almgren_chriss_return)
+    train = jax.jit(algo.train)  # one program for the seven seeds
+    finals = [float(np.mean(train(jax.random.key(seed))[1][1][-1])) for seed in range(7)]
+    assert np.median(finals) >= almgren_chriss_return * 1.10, (finals, almgren_chriss_return)
+    assert min(finals) >= almgren_chriss_return * 1.50, (finals, almgren_chriss_return)
 
 
 def test_sac_on_optimal_execution_reaches_almgren_chriss(almgren_chriss_return):
