@@ -234,9 +234,9 @@ def test_jit_equals_eager_and_vmap_equals_each_book():
         return lob.process_messages(lob.empty_book(CAPACITY), m, tick=TICK)
 
     batched, _ = jax.jit(jax.vmap(one))(streams)
-    one = jax.jit(one)  # one program for the three books alone
+    one_alone = jax.jit(one)  # one program for the three books alone
     for i in range(3):
-        alone, _ = one(streams[i])
+        alone, _ = one_alone(streams[i])
         jax.tree.map(lambda a, b, i=i: np.testing.assert_array_equal(a[i], b), batched, alone)
 
 

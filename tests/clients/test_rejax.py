@@ -50,10 +50,19 @@ def _gridworld():
     return parallax.TimeLimit(parallax.make("GridWorld-v0"), 50)
 
 
+def _final_returns(algo, seeds):
+    """Train once per seed (one compiled program), and return rejax's last evaluation of
+    each: the mean return over its episodes."""
+    train = jax.jit(algo.train)
+    finals = []
+    for seed in seeds:
+        _, (_, returns) = train(jax.random.key(seed))
+        finals.append(float(np.mean(returns[-1])))
+    return finals
+
+
 def _final_return(algo, seed=0):
-    """Train, and return rejax's last evaluation: the mean return over its episodes."""
-    _, (_, returns) = jax.jit(algo.train)(jax.random.key(seed))
-    return float(np.mean(returns[-1]))
+    return _final_returns(algo, [seed])[0]
 
 
 def _random_return(env):
@@ -123,8 +132,7 @@ def test_ppo_on_optimal_execution_reaches_almgren_chriss(almgren_chriss_return):
         ent_coef=0.0,
         normalize_observations=True,
     )
-    train = jax.jit(algo.train)  # one program for the seven seeds
-    finals = [float(np.mean(train(jax.random.key(seed))[1][1][-1])) for seed in range(7)]
+    finals = _final_returns(algo, range(7))
     assert np.median(finals) >= almgren_chriss_return * 1.10, (finals, almgren_chriss_return)
     assert min(finals) >= almgren_chriss_return * 1.50, (finals, almgren_chriss_return)
 
