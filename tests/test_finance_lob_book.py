@@ -450,6 +450,42 @@ def test_sort_free_priority_matches_numpy(x64: bool) -> None:
         np.testing.assert_array_equal(np.asarray(ahead[b])[order], before)
 
 
+def test_walking_match_matches_numpy(x64: bool) -> None:
+    # the order-entry functions' matching loop: each eligible order trades what is left of
+    # the quantity after the orders ahead of it in (key, seq) order, and its rank is its
+    # place among the fills
+    from parallax.finance._lob._book import _walk
+
+    rng = np.random.default_rng(23)
+    n_books, capacity = 32, 16
+    key = rng.integers(-4, 4, (n_books, capacity)).astype(np.int32)
+    key[0] = 2**31 - 1  # every key equal, the largest price
+    seq = np.stack([rng.choice(2**31 - 1, capacity, replace=False) for _ in range(n_books)])
+    seq = seq.astype(np.int32)
+    size = rng.integers(1, 10, (n_books, capacity)).astype(np.int32)
+    eligible = rng.random((n_books, capacity)) < 0.7
+    eligible[1] = True
+    eligible[2] = False  # nothing crosses
+    # nothing asked, a partial first fill, sweeps of everything, and in between
+    quantity = rng.integers(0, 60, n_books).astype(np.int32)
+    quantity[:4] = [0, 1, 10**6, 10**6]
+    traded, rank = jax.jit(jax.vmap(_walk))(key, seq, size, eligible, quantity)
+    assert traded.dtype == rank.dtype == jnp.int32
+    for b in range(n_books):
+        slots = np.flatnonzero(eligible[b])
+        order = slots[np.lexsort((seq[b, slots], key[b, slots]))]
+        before = np.cumsum(size[b, order]) - size[b, order]
+        expected = np.zeros(capacity, np.int32)
+        expected[order] = np.clip(quantity[b] - before, 0, size[b, order])
+        np.testing.assert_array_equal(np.asarray(traded[b]), expected)
+        fills = order[expected[order] > 0]
+        np.testing.assert_array_equal(np.asarray(rank[b])[fills], np.arange(len(fills)))
+    # one book, eager: the loop runs exactly the fills it needs, with the same result
+    alone = _walk(*(jnp.asarray(x[3]) for x in (key, seq, size, eligible, quantity)))
+    np.testing.assert_array_equal(np.asarray(alone[0]), np.asarray(traded[3]))
+    np.testing.assert_array_equal(np.asarray(alone[1]), np.asarray(rank[3]))
+
+
 def test_flow_pack_places_and_tags_match_numpy() -> None:
     # the flow's loop reads each order's place in priority (price, then id) from `_pack`,
     # and finds the cancelled background order by its arrival rank (tag = rank + 1;

@@ -11,13 +11,18 @@
 - the queries (`best_bid`, `best_ask`, `depth_levels`, `queue_position`) are in
   `_book_queries.py`.
 
-Every function is pure and jit/vmap-able; none jits itself. Matching does not sort: one
-pairwise comparison of the opposite side's slots by their (price, arrival) keys gives each
-crossing order its priority rank and the quantity ahead of it (`_priority_ahead`), each
-takes `clip(quantity - ahead, 0, size)`, and the executions are written at their ranks, so
-an order costs one `capacity x capacity` comparison whatever the number of fills (on the
-CPU, several times cheaper than the sort it replaced, with the same results). The behaviour
-is that of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it event by event).
+Every function is pure and jit/vmap-able; none jits itself. Matching does not sort. The
+order-entry functions walk the opposite side (`_walk`): a `lax.while_loop` whose every turn
+takes the best untraded crossing order (one lexicographic reduction over its slots), so an
+order costs one pass over the side per execution (under `vmap`, per execution of the
+busiest book); the executions are then written at their ranks. The envs' decisions
+(`_decision.py`) use the loop-free form (`_priority_ahead`): one pairwise comparison of the
+side's slots by their (price, arrival) keys gives each crossing order its rank and the
+quantity ahead of it, and each takes `clip(quantity - ahead, 0, size)`, one
+`capacity x capacity` comparison whatever the number of fills (in the envs' step, as fast
+as the loop). The two give the same executions (a test compares them on random books).
+The behaviour is that of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it
+event by event).
 """
 
 from __future__ import annotations
@@ -241,6 +246,50 @@ def _priority_ahead(
     return rank, ahead
 
 
+def _walk(
+    key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array, quantity: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """What each eligible order trades against `quantity`, by taking the best one at a time.
+
+    The same `(traded, rank)` as `clip(quantity - ahead, 0, size)` from `_priority_ahead`
+    (rank meaningful where `traded > 0`), in a `lax.while_loop` with one reduction per
+    execution instead of one `C x C` comparison: the best untraded eligible order in
+    `(key, seq)` order takes what is left, until nothing is left or none crosses.
+    """
+    capacity = key.shape[-1]
+    slots = jnp.arange(capacity, dtype=jnp.int32)
+    big = jnp.int32(_INT32_MAX)
+
+    def first(a: tuple[jax.Array, ...], b: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        # lexicographic (closed, key, seq); seq is unique among open orders
+        a_first = (a[0] < b[0]) | (
+            (a[0] == b[0]) & ((a[1] < b[1]) | ((a[1] == b[1]) & (a[2] < b[2])))
+        )
+        return tuple(jnp.where(a_first, x, y) for x, y in zip(a, b, strict=True))
+
+    def best(traded: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        closed = (~(eligible & (traded == 0))).astype(jnp.int32)
+        init = (jnp.int32(1), big, big, jnp.int32(0), jnp.int32(capacity))
+        top = lax.reduce((closed, key, seq, size, slots), init, first, (0,))
+        return top[0] == 0, top[3], top[4]
+
+    def body(c: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        traded, rank, left, i, _, top_size, top_slot = c
+        take = jnp.minimum(left, top_size)
+        hit = slots == top_slot
+        traded = jnp.where(hit, take, traded)
+        rank = jnp.where(hit, i, rank)
+        left = left - take
+        found, top_size, top_slot = best(traded)
+        return traded, rank, left, i + 1, found & (left > 0), top_size, top_slot
+
+    zeros = jnp.zeros((capacity,), jnp.int32)
+    found, top_size, top_slot = best(zeros)
+    start = (zeros, zeros, quantity, jnp.int32(0), found & (quantity > 0), top_size, top_slot)
+    traded, rank, *_ = lax.while_loop(lambda c: c[4], body, start)
+    return traded, rank
+
+
 class _Match(NamedTuple):
     """What matching one incoming order did, per slot of the opposite side (unordered).
 
@@ -270,10 +319,12 @@ def _match(
     *,
     is_market: Any,
     prevent_self_trade: Any,
+    walk: bool = False,
 ) -> tuple[Book, _Match]:
     """Match an incoming order against the opposite side, then rest a limit remainder.
 
     `is_market` (a bool, or a traced bool `()`): no price limit, and no remainder rests.
+    `walk` (static): match with `_walk`, else with `_priority_ahead`; the same result.
     The executions are left unordered (see `_Match`); `_submit` orders them."""
     side = jnp.asarray(side, jnp.int32)
     size = jnp.asarray(size, jnp.int32)
@@ -301,10 +352,12 @@ def _match(
     # Each eligible maker's rank in that order and the quantity resting ahead of it, by
     # pairwise comparison instead of a sort (ids are unique, so the order is total).
     key = jnp.where(is_bid, opp_price, -opp_price)
-    rank, ahead = _priority_ahead(key, opp_seq, opp_size, eligible)
-    queue = jnp.where(eligible, opp_size, 0)
     quantity = jnp.where(accepted, size, 0)
-    traded = jnp.clip(quantity - ahead, 0, queue)
+    if walk:
+        traded, rank = _walk(key, opp_seq, opp_size, eligible, quantity)
+    else:
+        rank, ahead = _priority_ahead(key, opp_seq, opp_size, eligible)
+        traded = jnp.clip(quantity - ahead, 0, jnp.where(eligible, opp_size, 0))
     filled = jnp.sum(traded, dtype=jnp.int32)
     remaining = quantity - filled
     is_fill = traded > 0
@@ -399,6 +452,7 @@ def _submit(
         owner,
         is_market=is_market,
         prevent_self_trade=prevent_self_trade,
+        walk=True,
     )
     capacity = book.capacity
     # The filled makers are the first `count` in priority, so their ranks are 0..count-1
