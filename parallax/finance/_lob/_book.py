@@ -273,7 +273,7 @@ def _walk(
         top = lax.reduce((closed, key, seq, size, slots), init, first, (0,))
         return top[0] == 0, top[3], top[4]
 
-    def body(c: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    def body(c: Any) -> Any:
         traded, rank, left, i, _, top_size, top_slot = c
         take = jnp.minimum(left, top_size)
         hit = slots == top_slot
