@@ -427,25 +427,35 @@ def test_docstring_examples_run() -> None:
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_sort_free_priority_matches_numpy(x64: bool) -> None:
-    from parallax.finance._lob._book import _priority_ahead
-
-    rng = np.random.default_rng(19)
-    n_books, capacity = 24, 16
-    # few distinct keys (many price ties), unique ids from the whole int32 range
+def _random_sides(seed: int, n_books: int, capacity: int) -> tuple[np.ndarray, ...]:
+    """`(key, seq, size, eligible)` of `n_books` sides: few distinct keys (many price ties),
+    unique ids from the whole int32 range; book 0 has every key equal and the largest
+    price, book 1 every slot eligible."""
+    rng = np.random.default_rng(seed)
     key = rng.integers(-4, 4, (n_books, capacity)).astype(np.int32)
-    key[0] = 2**31 - 1  # every key equal, the largest price
+    key[0] = 2**31 - 1
     seq = np.stack([rng.choice(2**31 - 1, capacity, replace=False) for _ in range(n_books)])
-    seq = seq.astype(np.int32)
     size = rng.integers(1, 10, (n_books, capacity)).astype(np.int32)
     eligible = rng.random((n_books, capacity)) < 0.7
     eligible[1] = True
+    return key, seq.astype(np.int32), size, eligible
+
+
+def _numpy_priority(key, seq, size, eligible) -> tuple[np.ndarray, np.ndarray]:
+    """One side's eligible slots in (key, seq) order, and the size resting ahead of each."""
+    slots = np.flatnonzero(eligible)
+    order = slots[np.lexsort((seq[slots], key[slots]))]
+    return order, np.cumsum(size[order]) - size[order]
+
+
+def test_sort_free_priority_matches_numpy(x64: bool) -> None:
+    from parallax.finance._lob._book import _priority_ahead
+
+    key, seq, size, eligible = _random_sides(19, 24, 16)
     rank, ahead = jax.jit(jax.vmap(_priority_ahead))(key, seq, size, eligible)
     assert rank.dtype == ahead.dtype == jnp.int32
-    for b in range(n_books):
-        slots = np.flatnonzero(eligible[b])
-        order = slots[np.lexsort((seq[b, slots], key[b, slots]))]
-        before = np.cumsum(size[b, order]) - size[b, order]
+    for b in range(len(key)):
+        order, before = _numpy_priority(key[b], seq[b], size[b], eligible[b])
         np.testing.assert_array_equal(np.asarray(rank[b])[order], np.arange(len(order)))
         np.testing.assert_array_equal(np.asarray(ahead[b])[order], before)
 
@@ -456,25 +466,17 @@ def test_walking_match_matches_numpy(x64: bool) -> None:
     # place among the fills
     from parallax.finance._lob._book import _walk
 
-    rng = np.random.default_rng(23)
     n_books, capacity = 32, 16
-    key = rng.integers(-4, 4, (n_books, capacity)).astype(np.int32)
-    key[0] = 2**31 - 1  # every key equal, the largest price
-    seq = np.stack([rng.choice(2**31 - 1, capacity, replace=False) for _ in range(n_books)])
-    seq = seq.astype(np.int32)
-    size = rng.integers(1, 10, (n_books, capacity)).astype(np.int32)
-    eligible = rng.random((n_books, capacity)) < 0.7
-    eligible[1] = True
+    key, seq, size, eligible = _random_sides(23, n_books, capacity)
     eligible[2] = False  # nothing crosses
+    rng = np.random.default_rng(29)
     # nothing asked, a partial first fill, sweeps of everything, and in between
     quantity = rng.integers(0, 60, n_books).astype(np.int32)
     quantity[:4] = [0, 1, 10**6, 10**6]
     traded, rank = jax.jit(jax.vmap(_walk))(key, seq, size, eligible, quantity)
     assert traded.dtype == rank.dtype == jnp.int32
     for b in range(n_books):
-        slots = np.flatnonzero(eligible[b])
-        order = slots[np.lexsort((seq[b, slots], key[b, slots]))]
-        before = np.cumsum(size[b, order]) - size[b, order]
+        order, before = _numpy_priority(key[b], seq[b], size[b], eligible[b])
         expected = np.zeros(capacity, np.int32)
         expected[order] = np.clip(quantity[b] - before, 0, size[b, order])
         np.testing.assert_array_equal(np.asarray(traded[b]), expected)
