@@ -449,7 +449,7 @@ def _numpy_priority(key, seq, size, eligible) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_sort_free_priority_matches_numpy(x64: bool) -> None:
-    from parallax.finance._lob._book import _priority_ahead
+    from parallax.finance._lob._priority import _priority_ahead
 
     key, seq, size, eligible = _random_sides(19, 24, 16)
     rank, ahead = jax.jit(jax.vmap(_priority_ahead))(key, seq, size, eligible)
@@ -464,7 +464,7 @@ def test_walking_match_matches_numpy(x64: bool) -> None:
     # the order-entry functions' matching loop: each eligible order trades what is left of
     # the quantity after the orders ahead of it in (key, seq) order, and its rank is its
     # place among the fills
-    from parallax.finance._lob._book import _walk
+    from parallax.finance._lob._priority import _walk
 
     n_books, capacity = 32, 16
     key, seq, size, eligible = _random_sides(23, n_books, capacity)

@@ -11,18 +11,18 @@
 - the queries (`best_bid`, `best_ask`, `depth_levels`, `queue_position`) are in
   `_book_queries.py`.
 
-Every function is pure and jit/vmap-able; none jits itself. Matching does not sort. The
-order-entry functions walk the opposite side (`_walk`): a `lax.while_loop` whose every turn
-takes the best untraded crossing order (one lexicographic reduction over its slots), so an
-order costs one pass over the side per execution (under `vmap`, per execution of the
-busiest book); the executions are then written at their ranks. The envs' decisions
-(`_decision.py`) use the loop-free form (`_priority_ahead`): one pairwise comparison of the
-side's slots by their (price, arrival) keys gives each crossing order its rank and the
-quantity ahead of it, and each takes `clip(quantity - ahead, 0, size)`, one
-`capacity x capacity` comparison whatever the number of fills (in the envs' step, as fast
-as the loop). The two give the same executions (a test compares them on random books).
-The behaviour is that of sekai 0.2.0's `sekai.finance.lob.OrderBook` (tested against it
-event by event).
+Every function is pure and jit/vmap-able; none jits itself. Matching does not sort
+(`_priority.py`). The order-entry functions walk the opposite side (`_walk`): a
+`lax.while_loop` whose every turn takes the best untraded crossing order (one
+lexicographic reduction over its slots), so an order costs one pass over the side per
+execution (under `vmap`, per execution of the busiest book); the executions are then
+written at their ranks. The envs' decisions (`_decision.py`) use the loop-free form
+(`_priority_ahead`): one pairwise comparison of the side's slots by their (price, arrival)
+keys gives each crossing order its rank and the quantity ahead of it, and each takes
+`clip(quantity - ahead, 0, size)`, one `capacity x capacity` comparison whatever the
+number of fills (in the envs' step, as fast as the loop). The two give the same
+executions (tests compare both with NumPy on random books). The behaviour is that of sekai
+0.2.0's `sekai.finance.lob.OrderBook` (tested against it event by event).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from ._priority import INT32_MAX as _INT32_MAX
+from ._priority import _priority_ahead, _walk
 
 __all__ = [
     "ASK",
@@ -55,8 +58,6 @@ ASK: int = -1
 """Side code of a sell order (row 1 of the book's arrays)."""
 BACKGROUND: int = -1
 """Owner id of background flow, as sekai's `BACKGROUND`."""
-
-_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 @jax.tree_util.register_dataclass
@@ -201,93 +202,6 @@ def stacked_sides(bid: Any, ask: Any) -> dict[str, jax.Array]:
 def _row(side: jax.Array) -> jax.Array:
     """The array row of a side code: 0 for `BID`, 1 for `ASK`."""
     return (side < 0).astype(jnp.int32)
-
-
-def _sums(operands: tuple[jax.Array, ...], axis: int) -> tuple[jax.Array, ...]:
-    """The int32 sums of `operands` (arrays of one shape) over `axis`, in one reduction.
-
-    XLA's CPU compiler splits a one-output reduction over 32 or more elements into a
-    partial and a final reduction, two kernels with the reduced operand written out between
-    them; a reduction with two or more outputs stays one loop fused with what feeds it. So
-    sums needed together are taken together (on the CPU, about the cost of one sum).
-    """
-    zeros = tuple(jnp.int32(0) for _ in operands)
-    return tuple(
-        lax.reduce(
-            tuple(x.astype(jnp.int32) for x in operands),
-            zeros,
-            lambda x, y: tuple(a + b for a, b in zip(x, y, strict=True)),
-            (axis,),
-        )
-    )
-
-
-def _priority_ahead(
-    key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """Each eligible order's place in (key, seq) order among the eligible, without sorting.
-
-    Args:
-        key: int32 `(C,)`, the primary key (smaller first): the price, negated for bids.
-        seq: int32 `(C,)`, the tie-break (smaller first); unique among eligible slots.
-        size: int32 `(C,)`, the orders' sizes.
-        eligible: bool `(C,)`, which slots take part.
-
-    Returns:
-        `(rank, ahead)`, int32 `(C,)` each: for slot `s`, the number of eligible orders
-        before it and the sum of their sizes (what a sort by `(key, seq)` followed by an
-        exclusive cumulative sum of the sizes gives). Meaningful for eligible slots only.
-    """
-    k_s, k_t = key[:, None], key[None, :]
-    before = eligible[None, :] & ((k_t < k_s) | ((k_t == k_s) & (seq[None, :] < seq[:, None])))
-    ones = before.astype(jnp.int32)
-    # One two-output reduction: a quarter of two separate sums (or of the sort it replaces).
-    rank, ahead = _sums((ones, ones * size[None, :].astype(jnp.int32)), 1)
-    return rank, ahead
-
-
-def _walk(
-    key: jax.Array, seq: jax.Array, size: jax.Array, eligible: jax.Array, quantity: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """What each eligible order trades against `quantity`, by taking the best one at a time.
-
-    The same `(traded, rank)` as `clip(quantity - ahead, 0, size)` from `_priority_ahead`
-    (rank meaningful where `traded > 0`), in a `lax.while_loop` with one reduction per
-    execution instead of one `C x C` comparison: the best untraded eligible order in
-    `(key, seq)` order takes what is left, until nothing is left or none crosses.
-    """
-    capacity = key.shape[-1]
-    slots = jnp.arange(capacity, dtype=jnp.int32)
-    big = jnp.int32(_INT32_MAX)
-
-    def first(a: tuple[jax.Array, ...], b: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        # lexicographic (closed, key, seq); seq is unique among open orders
-        a_first = (a[0] < b[0]) | (
-            (a[0] == b[0]) & ((a[1] < b[1]) | ((a[1] == b[1]) & (a[2] < b[2])))
-        )
-        return tuple(jnp.where(a_first, x, y) for x, y in zip(a, b, strict=True))
-
-    def best(traded: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        closed = (~(eligible & (traded == 0))).astype(jnp.int32)
-        init = (jnp.int32(1), big, big, jnp.int32(0), jnp.int32(capacity))
-        top = lax.reduce((closed, key, seq, size, slots), init, first, (0,))
-        return top[0] == 0, top[3], top[4]
-
-    def body(c: Any) -> Any:
-        traded, rank, left, i, _, top_size, top_slot = c
-        take = jnp.minimum(left, top_size)
-        hit = slots == top_slot
-        traded = jnp.where(hit, take, traded)
-        rank = jnp.where(hit, i, rank)
-        left = left - take
-        found, top_size, top_slot = best(traded)
-        return traded, rank, left, i + 1, found & (left > 0), top_size, top_slot
-
-    zeros = jnp.zeros((capacity,), jnp.int32)
-    found, top_size, top_slot = best(zeros)
-    start = (zeros, zeros, quantity, jnp.int32(0), found & (quantity > 0), top_size, top_slot)
-    traded, rank, *_ = lax.while_loop(lambda c: c[4], body, start)
-    return traded, rank
 
 
 class _Match(NamedTuple):

@@ -30,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._book import ASK, BID, Book, _match, _sums, cancel
+from ._book import ASK, BID, Book, _match, cancel
 from ._book_queries import best_quotes
 from ._flow_params import FlowStats
+from ._priority import _sums
 
 __all__ = [
     "AGENT",

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from ... import rng
-from ._book import BACKGROUND, Book, _sums
+from ._book import BACKGROUND, Book
 from ._flow_draws import (
     FLOW_SLOTS,
     _exponential_from_uniform,
@@ -29,6 +29,7 @@ from ._flow_draws import (
     _SizeTable,
 )
 from ._flow_params import FlowParams, FlowStats
+from ._priority import _sums
 
 
 class _Consts(NamedTuple):

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._book import ASK, BID, Book, _sums
+from ._book import ASK, BID, Book
 from ._decision import (
     Account,
     Executions,
@@ -32,6 +32,7 @@ from ._decision import (
     log_trades,
     market_intent,
 )
+from ._priority import _sums
 
 __all__ = ["apply_trader_decision", "book_fills", "new_accounts"]
 
