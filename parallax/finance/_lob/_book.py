@@ -263,8 +263,8 @@ def _match(
     # Price-time priority: best price first (lowest ask, highest bid), then earliest id.
     crosses = jnp.where(is_bid, opp_price <= limit, opp_price >= limit)
     eligible = opp_valid & crosses & accepted
-    # Each eligible maker's rank in that order and the quantity resting ahead of it, by
-    # pairwise comparison instead of a sort (ids are unique, so the order is total).
+    # What each eligible maker trades and its rank in that order, without a sort (ids are
+    # unique, so the order is total): by the loop, or from the quantity resting ahead of it.
     key = jnp.where(is_bid, opp_price, -opp_price)
     quantity = jnp.where(accepted, size, 0)
     if walk:

@@ -27,12 +27,12 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ._book import ASK, BID, Book, _match, cancel
 from ._book_queries import best_quotes
 from ._flow_params import FlowStats
+from ._priority import INT32_MAX as _INT32_MAX
 from ._priority import _sums
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
 AGENT: int = 0
 """The agent's owner id in the book."""
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
 SELL, HOLD, BUY = 0, 1, 2
 
 

@@ -11,16 +11,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ._book import ASK, BID, _row
 from ._flow_draws import _float
 from ._flow_params import FlowStats
 from ._flow_state import _Consts, _draws, _owner, _running, _Scalars
+from ._priority import INT32_MAX as _INT32_MAX
 from ._priority import _sums
-
-_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 def _iterate(

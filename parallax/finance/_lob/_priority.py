@@ -100,6 +100,8 @@ def _walk(
         found, top_size, top_slot = best(traded)
         return traded, rank, left, i + 1, found & (left > 0), top_size, top_slot
 
+    # the carry: traded, rank, quantity left, turn, whether to go on, the next best's size
+    # and slot
     zeros = jnp.zeros((capacity,), jnp.int32)
     found, top_size, top_slot = best(zeros)
     start = (zeros, zeros, quantity, jnp.int32(0), found & (quantity > 0), top_size, top_slot)
